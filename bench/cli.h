@@ -1,0 +1,57 @@
+// Command-line plumbing shared by train, zero_bench and offload_bench: the training flags (Boost.Program_options),
+// their validation into TrainingOptions, and the exit-code policy (bad input: 2, failure: 1).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "core/device.h"
+#include "engine/token_source.h"
+#include "engine/trainer.h"
+
+namespace zb {
+
+// The raw values of the training flags, as parsed.
+struct TrainingFlags {
+  std::string model = "gpt2";
+  int64_t batch_size = 4;
+  int64_t seq_length = 0;  // 0: min(512, the model's maximum)
+  int64_t num_steps = 20;
+  int64_t grad_accum = 1;
+  double lr = 3e-4;
+  std::string optimizer = "adamw";
+  double weight_decay = -1;  // < 0: the optimizer's torch default (0.01 for adamw, 0 otherwise)
+  double momentum = 0.9;
+  double grad_clip = 1.0;
+  uint64_t seed = 42;
+  std::string device;  // empty: cuda where a GPU exists, otherwise cpu
+  std::string data;    // empty: synthetic tokens
+  std::string data_format = "llmc";
+};
+
+void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
+
+// The validated run: every check that needs no training happens here, so bad input fails before any work.
+struct TrainingRun {
+  TrainingOptions options;
+  Device device;
+  int64_t num_steps = 0;
+  std::string data_glob;
+  TokenFileFormat data_format = TokenFileFormat::llmc;
+};
+
+// Throws UsageError naming the flag and what it accepts.
+TrainingRun validate_training_flags(const TrainingFlags& flags);
+
+// The token source the run asks for, for this rank.
+std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank = 0, int world = 1);
+
+// Parses argv into `flags` (with --help), then calls body. Maps UsageError and parse errors to exit code 2,
+// other errors to 1, printing "error: ..." on stderr.
+int run_program(int argc, char** argv, const std::string& usage, boost::program_options::options_description& flags,
+                const std::function<int()>& body);
+
+}  // namespace zb

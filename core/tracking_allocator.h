@@ -1,0 +1,107 @@
+// TrackingAllocator: every byte the engine allocates goes through one of these, so that current and
+// peak use per pool are known exactly. A failed allocation (the memory itself, or the configured limit)
+// throws OutOfMemory and leaves the allocator consistent: whatever was already allocated can still be
+// released and the process can go on.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "core/device.h"
+#include "core/memory_pool.h"
+#include "core/tensor.h"
+
+namespace zb {
+
+// The memory behind an allocator: host, pinned host or device. allocate returns nullptr on failure.
+class RawMemory {
+ public:
+  virtual ~RawMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* ptr) noexcept = 0;
+  virtual Device device() const = 0;
+  virtual const char* kind() const = 0;  // "host", "pinned host", "device": for error messages
+};
+
+// Ordinary host memory, aligned (64 bytes for vector loads; 4096 for O_DIRECT buffers).
+class HostMemory final : public RawMemory {
+ public:
+  explicit HostMemory(size_t alignment = 64) : alignment_(alignment) {}
+  void* allocate(size_t bytes) override;
+  void release(void* ptr) noexcept override;
+  Device device() const override { return Device::cpu(); }
+  const char* kind() const override { return "host"; }
+
+ private:
+  size_t alignment_;
+};
+
+struct PoolUsage {
+  size_t current = 0;
+  size_t peak = 0;
+};
+
+class TrackingAllocator;
+
+// Owns one allocation; returns it to its allocator when destroyed. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return data_ == nullptr; }
+  Device device() const;
+  // A view of the first shape.numel() elements of this buffer.
+  Tensor view(Shape shape, DType dtype) const;
+  void reset() noexcept;
+
+ private:
+  friend class TrackingAllocator;
+  Buffer(TrackingAllocator* owner, void* data, size_t bytes, MemoryPool pool)
+      : owner_(owner), data_(data), bytes_(bytes), pool_(pool) {}
+
+  TrackingAllocator* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryPool pool_ = MemoryPool::workspace;
+};
+
+class TrackingAllocator {
+ public:
+  explicit TrackingAllocator(std::unique_ptr<RawMemory> memory, std::optional<size_t> limit_bytes = {});
+  TrackingAllocator(const TrackingAllocator&) = delete;
+  TrackingAllocator& operator=(const TrackingAllocator&) = delete;
+
+  // Throws OutOfMemory when the memory is exhausted or the allocation would pass the limit.
+  Buffer allocate(size_t bytes, MemoryPool pool);
+  // Allocates room for shape x dtype and returns the Buffer; view it with buffer.view(shape, dtype).
+  Buffer allocate(Shape shape, DType dtype, MemoryPool pool) { return allocate(shape.numel() * dtype_size(dtype), pool); }
+
+  Device device() const { return memory_->device(); }
+  PoolUsage usage(MemoryPool pool) const;
+  PoolUsage total() const;
+  void reset_peaks();
+  // Caps the total bytes this allocator hands out (nullopt: no cap beyond the memory itself).
+  void set_limit(std::optional<size_t> limit_bytes);
+
+ private:
+  friend class Buffer;
+  void release(void* data, size_t bytes, MemoryPool pool) noexcept;
+
+  std::unique_ptr<RawMemory> memory_;
+  std::optional<size_t> limit_;
+  mutable std::mutex mutex_;
+  std::array<PoolUsage, kMemoryPoolCount> pools_{};
+  PoolUsage total_{};
+};
+
+}  // namespace zb

@@ -1,0 +1,44 @@
+// ParameterStore: the model's weights, gradients and optimizer state as per-unit flat buffers, all in the
+// ParameterLayout's order. In fp32 training the weights are their own master copy; with a 16-bit model
+// dtype the fp32 master weights are separate buffers.
+#pragma once
+
+#include <vector>
+
+#include "core/tracking_allocator.h"
+#include "kernels/backend.h"
+#include "models/parameter_layout.h"
+
+namespace zb {
+
+class ParameterStore {
+ public:
+  // needs_second_moment: Adam and AdamW keep v; SGD does not.
+  ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment);
+
+  // Fills the weights from the layout's seeded initialisation and zeroes gradients and optimizer state.
+  void initialize(Backend& backend, uint64_t seed);
+  void zero_gradients(Backend& backend);
+
+  const ParameterLayout& layout() const { return layout_; }
+  DType dtype() const { return dtype_; }
+  size_t unit_count() const { return params_.size(); }
+  // Flat 1-D views of unit u.
+  Tensor params(size_t u) const { return view(params_[u], u, dtype_); }
+  Tensor grads(size_t u) const { return view(grads_[u], u, dtype_); }
+  Tensor master(size_t u) const { return master_.empty() ? params(u) : view(master_[u], u, DType::f32); }
+  Tensor first_moment(size_t u) const { return view(m_[u], u, master_dtype()); }
+  Tensor second_moment(size_t u) const { return v_.empty() ? Tensor{} : view(v_[u], u, master_dtype()); }
+  std::vector<Tensor> all_params() const;
+  std::vector<Tensor> all_grads() const;
+
+ private:
+  DType master_dtype() const { return master_.empty() ? dtype_ : DType::f32; }
+  Tensor view(const Buffer& b, size_t u, DType dtype) const { return b.view(Shape{layout_.unit(u).numel}, dtype); }
+
+  const ParameterLayout& layout_;
+  DType dtype_;
+  std::vector<Buffer> params_, grads_, master_, m_, v_;
+};
+
+}  // namespace zb

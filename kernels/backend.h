@@ -1,0 +1,110 @@
+// Backend: every operation of the training step, forward and backward, behind one interface.
+// kernels/cpu/ is the reference (fp32/fp64, simple and obviously right) that the fast backends are
+// tested against; the model and the engine only ever talk to this interface.
+//
+// Conventions, the same for every op:
+// - Tensors are row-major and contiguous; [N, C] means N rows of C. N counts tokens (batch * seq).
+// - Outputs are written (=) unless the comment says "adds": parameter gradients are always added to,
+//   so that micro-batches accumulate; the residual-stream gradient dx of the norms is added to, because
+//   it already holds the gradient that arrives through the skip connection.
+// - Linear layers use PyTorch's layout: weight [out_features, in_features], y = x W^T + b.
+// - Ids (tokens, targets, positions) are int32.
+#pragma once
+
+#include <memory>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "kernels/attention_shape.h"
+#include "kernels/optimizer_params.h"
+
+namespace zb {
+
+// The dtype of saved statistics (norm mean/rstd, attention log-sum-exp, per-token losses, RoPE frequencies):
+// fp32 for every training dtype, fp64 when the data itself is fp64 (the CPU backend's test mode).
+inline DType stats_dtype(DType data) { return data == DType::f64 ? DType::f64 : DType::f32; }
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // --- memory -------------------------------------------------------------------------------------------
+  // Copies between tensors of equal bytes; either side may be on the host or this backend's device.
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill_zero(Tensor& t) = 0;
+  // Waits until all work issued so far has finished.
+  virtual void synchronize() = 0;
+
+  // --- embedding ------------------------------------------------------------------------------------------
+  // out[n] = table[ids[n]] (or out[n] += table[ids[n]] when accumulate). ids [N], table [V, C], out [N, C].
+  virtual void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) = 0;
+  // Adds dout[n] to dtable[ids[n]] for every n, in a fixed order (deterministic).
+  virtual void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) = 0;
+
+  // --- normalisation ----------------------------------------------------------------------------------------
+  // LayerNorm over the last axis: x [N, C], weight/bias [C]; saves mean and rstd [N] (stats_dtype) for backward.
+  virtual void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                                 Tensor& mean, Tensor& rstd) = 0;
+  // Adds to dx, dweight and dbias.
+  virtual void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) = 0;
+  // RMSNorm: out = x / sqrt(mean(x^2) + eps) * weight; saves rstd [N].
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) = 0;
+  // Adds to dx and dweight.
+  virtual void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                Tensor& dx, Tensor& dweight) = 0;
+
+  // --- linear layers ----------------------------------------------------------------------------------------
+  // out [N, M] = inp [N, K] weight[M, K]^T (+ bias [M] unless bias is empty).
+  virtual void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) = 0;
+  // Writes dinp [N, K]; adds to dweight [M, K] and, unless empty, dbias [M].
+  virtual void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
+                               Tensor& dweight, Tensor& dbias) = 0;
+
+  // --- attention --------------------------------------------------------------------------------------------
+  // Causal softmax attention, scale 1/sqrt(head_dim). qkv [N, qkv_width] (see AttentionShape), out [N, q_width],
+  // lse [batch, heads, seq] (stats_dtype): each query row's log-sum-exp, all that backward needs to rebuild the
+  // probabilities.
+  virtual void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) = 0;
+  // Writes dqkv (all of it: query, key and value parts).
+  virtual void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                  const AttentionShape& shape, Tensor& dqkv) = 0;
+  // Rotary position embedding, in place on the query and key heads of qkv (the "rotate half" pairing:
+  // element i with element i + head_dim/2). The angle of token t, pair i is t * inv_freq[i]; inv_freq [head_dim/2]
+  // is stats_dtype.
+  virtual void rope_forward(Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape) = 0;
+  // The inverse rotation, in place on dqkv's query and key heads.
+  virtual void rope_backward(Tensor& dqkv, const Tensor& inv_freq, const AttentionShape& shape) = 0;
+
+  // --- activations ------------------------------------------------------------------------------------------
+  // GELU with the tanh approximation; elementwise.
+  virtual void gelu_forward(const Tensor& inp, Tensor& out) = 0;
+  virtual void gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) = 0;
+  virtual void relu_forward(const Tensor& inp, Tensor& out) = 0;
+  virtual void relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) = 0;
+  // inp [N, 2F] holds the gate then the up projection; out [N, F] = silu(gate) * up.
+  virtual void swiglu_forward(const Tensor& inp, Tensor& out) = 0;
+  virtual void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) = 0;
+  // out = a + b, elementwise (the residual connection; its backward is the identity on both inputs).
+  virtual void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+
+  // --- loss ---------------------------------------------------------------------------------------------------
+  // Softmax cross-entropy of logits [N, Vp] against targets [N]; only the first `vocab` columns are classes
+  // (the rest is padding). Writes the per-token losses [N] (stats_dtype).
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) = 0;
+  // As forward, and overwrites logits with d(loss)/d(logits) * grad_scale (padding columns get 0).
+  // grad_scale is 1/N for the mean over N tokens (times 1/micro-batches when accumulating).
+  virtual void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
+                                              Tensor& losses) = 0;
+
+  // --- optimizer ----------------------------------------------------------------------------------------------
+  // Sum of squares of t's elements, accumulated in at least fp32 in a fixed order (deterministic).
+  virtual double sum_of_squares(const Tensor& t) = 0;
+  // One update of master [n] (fp32) from grad [n]; m and v [n] (fp32) are the optimizer state (v unused by SGD).
+  // When params_out is not empty it receives the updated master converted to its dtype (the model copy).
+  virtual void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
+                              const OptimizerParams& params) = 0;
+};
+
+}  // namespace zb

@@ -1,0 +1,84 @@
+// Elementwise activations (GELU tanh, ReLU, SwiGLU) and the residual add.
+#include <cmath>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace zb::cpu {
+
+template <typename T>
+void gelu_forward(const T* inp, T* out, int64_t n) {
+  const T k = std::sqrt(T(2) / T(M_PI));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    out[i] = T(0.5) * x * (1 + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+}
+
+template <typename T>
+void gelu_backward(const T* dout, const T* inp, T* dinp, int64_t n) {
+  const T k = std::sqrt(T(2) / T(M_PI));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T th = std::tanh(k * (x + T(0.044715) * x * x * x));
+    const T dth = (1 - th * th) * k * (1 + 3 * T(0.044715) * x * x);
+    dinp[i] = dout[i] * T(0.5) * ((1 + th) + x * dth);
+  }
+}
+
+template <typename T>
+void relu_forward(const T* inp, T* out, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = inp[i] > 0 ? inp[i] : T(0);
+}
+
+template <typename T>
+void relu_backward(const T* dout, const T* inp, T* dinp, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dinp[i] = inp[i] > 0 ? dout[i] : T(0);
+}
+
+template <typename T>
+void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t j = 0; j < f; ++j) {
+      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
+      out[row * f + j] = gate / (1 + std::exp(-gate)) * up;
+    }
+  }
+}
+
+template <typename T>
+void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t j = 0; j < f; ++j) {
+      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
+      const T sig = 1 / (1 + std::exp(-gate));
+      const T g = dout[row * f + j];
+      dinp[row * 2 * f + j] = g * up * sig * (1 + gate * (1 - sig));  // d silu(x)/dx = s (1 + x (1 - s))
+      dinp[row * 2 * f + f + j] = g * gate * sig;
+    }
+  }
+}
+
+template <typename T>
+void residual_forward(const T* a, const T* b, T* out, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+#define ZB_INSTANTIATE(T)                                                        \
+  template void gelu_forward<T>(const T*, T*, int64_t);                         \
+  template void gelu_backward<T>(const T*, const T*, T*, int64_t);              \
+  template void relu_forward<T>(const T*, T*, int64_t);                         \
+  template void relu_backward<T>(const T*, const T*, T*, int64_t);              \
+  template void swiglu_forward<T>(const T*, T*, int64_t, int64_t);              \
+  template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t);   \
+  template void residual_forward<T>(const T*, const T*, T*, int64_t);
+ZB_INSTANTIATE(float)
+ZB_INSTANTIATE(double)
+
+}  // namespace zb::cpu

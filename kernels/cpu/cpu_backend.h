@@ -1,0 +1,55 @@
+// CpuBackend: the reference implementation of Backend, in fp32 (training) or fp64 (gradient checks).
+// It checks every argument's shape, dtype and device before calling the loops in cpu_ops.h.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace zb {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill_zero(Tensor& t) override;
+  void synchronize() override {}
+
+  void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) override;
+
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, Tensor& mean,
+                         Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                        Tensor& dweight) override;
+
+  void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
+                       Tensor& dbias) override;
+
+  void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
+  void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                          const AttentionShape& shape, Tensor& dqkv) override;
+  void rope_forward(Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+  void rope_backward(Tensor& dqkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+
+  void gelu_forward(const Tensor& inp, Tensor& out) override;
+  void gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void relu_forward(const Tensor& inp, Tensor& out) override;
+  void relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void swiglu_forward(const Tensor& inp, Tensor& out) override;
+  void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) override;
+
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) override;
+  void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
+                                      Tensor& losses) override;
+
+  double sum_of_squares(const Tensor& t) override;
+  void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
+                      const OptimizerParams& params) override;
+};
+
+}  // namespace zb

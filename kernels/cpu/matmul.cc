@@ -1,0 +1,55 @@
+// Linear layers: out = inp weight^T + bias, and the three gradients. Plain loops over contiguous rows.
+#include "kernels/cpu/cpu_ops.h"
+
+namespace zb::cpu {
+
+template <typename T>
+void matmul_forward(const T* inp, const T* weight, const T* bias, T* out, int64_t n, int64_t k, int64_t m) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    const T* x = inp + row * k;
+    for (int64_t col = 0; col < m; ++col) {
+      const T* w = weight + col * k;
+      T acc = bias ? bias[col] : T(0);
+      for (int64_t i = 0; i < k; ++i) acc += x[i] * w[i];
+      out[row * m + col] = acc;
+    }
+  }
+}
+
+template <typename T>
+void matmul_backward(const T* dout, const T* inp, const T* weight, T* dinp, T* dweight, T* dbias, int64_t n, int64_t k,
+                     int64_t m) {
+  // dinp[row] = sum_col dout[row, col] * weight[col]
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    T* dx = dinp + row * k;
+    for (int64_t i = 0; i < k; ++i) dx[i] = 0;
+    for (int64_t col = 0; col < m; ++col) {
+      const T g = dout[row * m + col];
+      const T* w = weight + col * k;
+      for (int64_t i = 0; i < k; ++i) dx[i] += g * w[i];
+    }
+  }
+  // dweight[col] += sum_row dout[row, col] * inp[row]; dbias[col] += sum_row dout[row, col]
+#pragma omp parallel for schedule(static)
+  for (int64_t col = 0; col < m; ++col) {
+    T* dw = dweight + col * k;
+    T db = 0;
+    for (int64_t row = 0; row < n; ++row) {
+      const T g = dout[row * m + col];
+      const T* x = inp + row * k;
+      for (int64_t i = 0; i < k; ++i) dw[i] += g * x[i];
+      db += g;
+    }
+    if (dbias) dbias[col] += db;
+  }
+}
+
+#define ZB_INSTANTIATE(T)                                                                         \
+  template void matmul_forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t);   \
+  template void matmul_backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, int64_t);
+ZB_INSTANTIATE(float)
+ZB_INSTANTIATE(double)
+
+}  // namespace zb::cpu

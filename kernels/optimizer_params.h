@@ -1,0 +1,29 @@
+// Hyper-parameters of one optimizer update, as the kernels consume them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace zb {
+
+enum class OptimizerKind { adamw, adam, sgd };
+
+OptimizerKind parse_optimizer_kind(std::string_view name);  // throws UsageError listing adamw, adam, sgd
+std::string_view optimizer_kind_name(OptimizerKind kind);
+
+struct OptimizerParams {
+  OptimizerKind kind = OptimizerKind::adamw;
+  float lr = 3e-4f;
+  float beta1 = 0.9f;   // Adam/AdamW first moment
+  float beta2 = 0.999f; // Adam/AdamW second moment
+  float eps = 1e-8f;
+  // AdamW: decoupled (p -= lr * wd * p). Adam and SGD: L2, added to the gradient (g += wd * p),
+  // as torch.optim does.
+  float weight_decay = 0.0f;
+  float momentum = 0.9f;  // SGD
+  int64_t step = 1;       // 1-based, for Adam's bias correction
+  // Every gradient is multiplied by this first: the global-norm clipping factor (and any loss-scale undo).
+  float grad_scale = 1.0f;
+};
+
+}  // namespace zb

@@ -1,0 +1,48 @@
+// The activations one forward pass saves for its backward pass, and the backward pass's scratch buffers,
+// sized for one micro-batch. Everything is allocated once, in the allocator's activations pool.
+#pragma once
+
+#include <vector>
+
+#include "core/tracking_allocator.h"
+#include "models/transformer_config.h"
+
+namespace zb {
+
+// A normalisation's output and saved statistics (mean is unused by RMSNorm).
+struct NormOutputs {
+  Tensor out, mean, rstd;
+};
+
+struct LayerActivations {
+  NormOutputs ln1;
+  Tensor qkv;        // after rotary embedding, when the model uses it
+  Tensor attention;  // [N, heads * head_dim]
+  Tensor lse;        // [batch, heads, seq]
+  Tensor mid;        // residual stream after the attention branch
+  NormOutputs ln2;
+  Tensor fc;         // MLP input projection (both SwiGLU halves)
+  Tensor activated;  // [N, d_ff]
+};
+
+class Activations {
+ public:
+  Activations(const TransformerConfig& config, TrackingAllocator& allocator, DType dtype, int64_t batch, int64_t seq);
+
+  std::vector<Tensor> residual;  // residual[l]: input of layer l; residual[n_layer]: output of the last layer
+  std::vector<LayerActivations> layers;
+  NormOutputs ln_f;
+  Tensor logits;  // [N, padded_vocab]; overwritten by its gradient during backward
+  Tensor losses;  // [N]
+  Tensor branch;  // [N, C]: a residual branch's output before it is added
+
+  // Backward scratch.
+  Tensor d_residual, d_norm, d_attention, d_qkv, d_fc, d_activated;
+
+ private:
+  Tensor make(Shape shape, DType dtype);
+  TrackingAllocator& allocator_;
+  std::vector<Buffer> buffers_;
+};
+
+}  // namespace zb

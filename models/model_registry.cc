@@ -1,0 +1,139 @@
+#include "models/model_registry.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "core/errors.h"
+#include "core/strings.h"
+#include "models/hf_config.h"
+
+namespace zb {
+
+namespace {
+
+TransformerConfig gpt2_like(std::string name, int64_t layers, int64_t heads, int64_t width) {
+  TransformerConfig c;
+  c.name = std::move(name);
+  c.n_layer = layers;
+  c.n_head = c.n_kv_head = heads;
+  c.d_model = width;
+  c.head_dim = width / heads;
+  c.d_ff = 4 * width;
+  c.vocab_size = 50257;
+  c.max_seq_len = 1024;
+  return c;
+}
+
+TransformerConfig llama_like(std::string name, int64_t layers, int64_t heads, int64_t kv_heads, int64_t width,
+                             int64_t ffn, int64_t vocab, int64_t max_seq, bool tied, double theta) {
+  TransformerConfig c;
+  c.name = std::move(name);
+  c.norm = NormKind::rmsnorm;
+  c.position = PositionKind::rotary;
+  c.mlp = MlpKind::swiglu;
+  c.n_layer = layers;
+  c.n_head = heads;
+  c.n_kv_head = kv_heads;
+  c.d_model = width;
+  c.head_dim = width / heads;
+  c.d_ff = ffn;
+  c.vocab_size = vocab;
+  c.max_seq_len = max_seq;
+  c.bias = false;
+  c.tied_embeddings = tied;
+  c.rope_theta = theta;
+  return c;
+}
+
+TransformerConfig opt_1_3b() {
+  TransformerConfig c = gpt2_like("facebook/opt-1.3b", 24, 32, 2048);
+  c.mlp = MlpKind::relu;
+  c.d_ff = 8192;
+  c.vocab_size = 50272;
+  c.max_seq_len = 2048;
+  c.position_offset = 2;
+  return c;
+}
+
+TransformerConfig llama_3_2_1b() {
+  TransformerConfig c =
+      llama_like("meta-llama/Llama-3.2-1B", 16, 32, 8, 2048, 8192, 128256, 131072, /*tied=*/true, 500000.0);
+  c.rope_scaling = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  return c;
+}
+
+// Small enough to train on two CPU cores in seconds; llama-tiny uses grouped-query attention (4 heads, 2 kv).
+TransformerConfig gpt2_tiny() {
+  TransformerConfig c = gpt2_like("gpt2-tiny", 2, 4, 64);
+  c.vocab_size = 256;
+  c.max_seq_len = 64;
+  return c;
+}
+
+TransformerConfig llama_tiny() {
+  return llama_like("llama-tiny", 2, 4, 2, 64, 176, 256, 64, /*tied=*/false, 10000.0);
+}
+
+struct Entry {
+  TransformerConfig config;
+  std::vector<std::string> aliases;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {gpt2_like("gpt2", 12, 12, 768), {"openai-community/gpt2"}},
+      {gpt2_like("gpt2-medium", 24, 16, 1024), {"openai-community/gpt2-medium"}},
+      {gpt2_like("gpt2-large", 36, 20, 1280), {"openai-community/gpt2-large"}},
+      {gpt2_like("gpt2-xl", 48, 25, 1600), {"openai-community/gpt2-xl"}},
+      {opt_1_3b(), {"opt-1.3b"}},
+      {llama_like("meta-llama/Llama-2-7b-hf", 32, 32, 32, 4096, 11008, 32000, 4096, false, 10000.0), {"llama-2-7b"}},
+      {llama_like("meta-llama/Llama-2-13b-hf", 40, 40, 40, 5120, 13824, 32000, 4096, false, 10000.0), {"llama-2-13b"}},
+      {llama_like("meta-llama/Llama-2-70b-hf", 80, 64, 8, 8192, 28672, 32000, 4096, false, 10000.0), {"llama-2-70b"}},
+      {llama_3_2_1b(), {"llama-3.2-1b"}},
+      {gpt2_tiny(), {}},
+      {llama_tiny(), {}},
+  };
+  return entries;
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return out;
+}
+
+std::string known_names_text() {
+  return cat("known models: ", join(known_model_names(), ", "),
+             "; or give a path to a Hugging Face config.json or a folder that holds one");
+}
+
+}  // namespace
+
+std::vector<std::string> known_model_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : registry()) names.push_back(entry.config.name);
+  return names;
+}
+
+TransformerConfig resolve_model(std::string_view name_or_path) {
+  const std::string key = lowercase(name_or_path);
+  for (const auto& entry : registry()) {
+    if (lowercase(entry.config.name) == key) return entry.config;
+    for (const auto& alias : entry.aliases)
+      if (lowercase(alias) == key) return entry.config;
+  }
+  std::filesystem::path path(name_or_path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) path /= "config.json";
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw UsageError(cat("--model: unknown model '", name_or_path, "' (", known_names_text(), ")"));
+  }
+  try {
+    return config_from_hf_file(path.string());
+  } catch (const Error& e) {
+    throw UsageError(cat("--model: ", e.what(), " (", known_names_text(), ")"));
+  }
+}
+
+}  // namespace zb

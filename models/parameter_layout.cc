@@ -1,0 +1,114 @@
+#include "models/parameter_layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "core/random.h"
+
+namespace zb {
+
+namespace {
+
+constexpr double kInitStd = 0.02;  // GPT-2's and Llama's initializer_range
+
+class UnitBuilder {
+ public:
+  explicit UnitBuilder(std::string name) { unit_.name = std::move(name); }
+
+  UnitBuilder& normal(const std::string& name, Shape shape, double std, int64_t initialised_rows = -1) {
+    return add(name, shape, InitKind::normal, std, initialised_rows < 0 ? shape[0] : initialised_rows);
+  }
+  UnitBuilder& zeros(const std::string& name, Shape shape) { return add(name, shape, InitKind::zeros, 0, 0); }
+  UnitBuilder& ones(const std::string& name, Shape shape) { return add(name, shape, InitKind::ones, 0, shape[0]); }
+  ParameterUnit build() { return std::move(unit_); }
+
+ private:
+  UnitBuilder& add(const std::string& name, Shape shape, InitKind init, double std, int64_t rows) {
+    const int64_t offset = (unit_.numel + ParameterLayout::kTensorAlignment - 1) / ParameterLayout::kTensorAlignment *
+                           ParameterLayout::kTensorAlignment;
+    unit_.tensors.push_back({name, shape, offset, init, std, rows});
+    unit_.numel = offset + shape.numel();
+    return *this;
+  }
+  ParameterUnit unit_;
+};
+
+void add_norm(UnitBuilder& unit, const TransformerConfig& c, const std::string& prefix) {
+  unit.ones(prefix + ".weight", Shape{c.d_model});
+  if (c.norm == NormKind::layernorm) unit.zeros(prefix + ".bias", Shape{c.d_model});
+}
+
+void add_linear(UnitBuilder& unit, const TransformerConfig& c, const std::string& prefix, int64_t out, int64_t in,
+                double std) {
+  unit.normal(prefix + ".weight", Shape{out, in}, std);
+  if (c.bias) unit.zeros(prefix + ".bias", Shape{out});
+}
+
+}  // namespace
+
+const ParameterTensor& ParameterUnit::tensor(const std::string& tensor_name) const {
+  for (const auto& t : tensors)
+    if (t.name == tensor_name) return t;
+  throw Error(cat("unit '", name, "' has no tensor '", tensor_name, "'"));
+}
+
+bool ParameterUnit::has(const std::string& tensor_name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == tensor_name; });
+}
+
+ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(config) {
+  const auto& c = config_;
+  const int64_t vp = c.padded_vocab();
+
+  UnitBuilder embeddings("embeddings");
+  embeddings.normal("wte", Shape{vp, c.d_model}, kInitStd, c.vocab_size);
+  if (c.has_learned_positions()) embeddings.normal("wpe", Shape{c.max_seq_len + c.position_offset, c.d_model}, kInitStd);
+  units_.push_back(embeddings.build());
+
+  // Residual-branch output projections start smaller (GPT-2: std / sqrt(2 * layers)), so that the residual
+  // stream's variance does not grow with depth.
+  const double residual_std = kInitStd / std::sqrt(2.0 * double(c.n_layer));
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    UnitBuilder block("block." + std::to_string(layer));
+    add_norm(block, c, "ln1");
+    add_linear(block, c, "attn.qkv", c.qkv_width(), c.d_model, kInitStd);
+    add_linear(block, c, "attn.proj", c.d_model, c.attention_width(), residual_std);
+    add_norm(block, c, "ln2");
+    add_linear(block, c, "mlp.fc", c.mlp_in_width(), c.d_model, kInitStd);
+    add_linear(block, c, "mlp.proj", c.d_model, c.d_ff, residual_std);
+    units_.push_back(block.build());
+  }
+
+  UnitBuilder final_unit("final");
+  add_norm(final_unit, c, "ln_f");
+  if (!c.tied_embeddings) final_unit.normal("lm_head", Shape{vp, c.d_model}, kInitStd, c.vocab_size);
+  units_.push_back(final_unit.build());
+}
+
+int64_t ParameterLayout::total_numel() const {
+  int64_t total = 0;
+  for (const auto& u : units_) total += u.numel;
+  return total;
+}
+
+void ParameterLayout::initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const {
+  const ParameterUnit& u = units_.at(unit_index);
+  ZB_CHECK(0 <= begin && begin <= end && end <= u.numel, "range [", begin, ", ", end, ") of unit ", u.name);
+  std::fill(out, out + (end - begin), 0.0f);  // alignment gaps and padding rows stay zero
+  for (size_t t = 0; t < u.tensors.size(); ++t) {
+    const ParameterTensor& tensor = u.tensors[t];
+    const int64_t row = tensor.shape.rank() > 1 ? tensor.shape[1] : 1;
+    const int64_t first = std::max(begin, tensor.offset);
+    const int64_t last = std::min(end, tensor.offset + tensor.initialised_rows * row);
+    const uint64_t stream = (static_cast<uint64_t>(unit_index) << 16) | t;
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t element = i - tensor.offset;
+      out[i - begin] = tensor.init == InitKind::ones     ? 1.0f
+                       : tensor.init == InitKind::normal ? float(tensor.init_std * random_normal(seed, stream, element))
+                                                         : 0.0f;
+    }
+  }
+}
+
+}  // namespace zb

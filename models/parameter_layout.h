@@ -1,0 +1,62 @@
+// ParameterLayout: where every weight lives. Parameters are grouped into units that are gathered and
+// released together (the embeddings, each transformer block, the final norm and head); each unit is one
+// flat buffer and its tensors are views at fixed offsets. Gradients and optimizer state use the same layout,
+// so that one flat range of a unit means the same weights in all of them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/transformer_config.h"
+
+namespace zb {
+
+enum class InitKind { normal, zeros, ones };
+
+struct ParameterTensor {
+  std::string name;       // e.g. "attn.qkv.weight"
+  Shape shape;
+  int64_t offset = 0;     // in elements, from the start of the unit's flat buffer
+  InitKind init = InitKind::zeros;
+  double init_std = 0.0;  // for InitKind::normal
+  int64_t initialised_rows = 0;  // rows drawn at random; the rest (vocabulary padding) stay zero
+  int64_t numel() const { return shape.numel(); }
+};
+
+struct ParameterUnit {
+  std::string name;  // "embeddings", "block.3", "final"
+  std::vector<ParameterTensor> tensors;
+  int64_t numel = 0;  // the flat buffer's length, alignment gaps included
+
+  const ParameterTensor& tensor(const std::string& tensor_name) const;
+  bool has(const std::string& tensor_name) const;
+};
+
+class ParameterLayout {
+ public:
+  // Tensor offsets are multiples of this many elements (256 bytes of bf16), so that every tensor starts
+  // aligned for vector loads and GEMMs whatever its predecessor's size.
+  static constexpr int64_t kTensorAlignment = 128;
+
+  explicit ParameterLayout(const TransformerConfig& config);
+
+  const TransformerConfig& config() const { return config_; }
+  const std::vector<ParameterUnit>& units() const { return units_; }
+  const ParameterUnit& unit(size_t index) const { return units_.at(index); }
+  size_t embedding_unit() const { return 0; }
+  size_t block_unit(int64_t layer) const { return 1 + static_cast<size_t>(layer); }
+  size_t final_unit() const { return units_.size() - 1; }
+  int64_t total_numel() const;
+
+  // Writes elements [begin, end) of unit `unit_index`'s flat buffer as initialised under `seed` into out
+  // (fp32, end - begin elements). Any range gives the values the whole buffer would hold there.
+  void initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const;
+
+ private:
+  TransformerConfig config_;
+  std::vector<ParameterUnit> units_;
+};
+
+}  // namespace zb

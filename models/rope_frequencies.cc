@@ -1,0 +1,30 @@
+#include "models/rope_frequencies.h"
+
+#include <cmath>
+
+namespace zb {
+
+std::vector<double> rope_inverse_frequencies(const TransformerConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<double> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.head_dim));
+  if (!c.rope_scaling) return inv_freq;
+
+  // Llama 3: long wavelengths are divided by `factor`, short ones kept, the band between blended smoothly.
+  const Llama3RopeScaling& s = *c.rope_scaling;
+  const double old_context = double(s.original_max_position);
+  const double low_freq_wavelen = old_context / s.low_freq_factor;
+  const double high_freq_wavelen = old_context / s.high_freq_factor;
+  for (double& f : inv_freq) {
+    const double wavelen = 2.0 * M_PI / f;
+    if (wavelen > low_freq_wavelen) {
+      f /= s.factor;
+    } else if (wavelen >= high_freq_wavelen) {
+      const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1.0 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv_freq;
+}
+
+}  // namespace zb

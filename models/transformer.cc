@@ -1,0 +1,165 @@
+#include "models/transformer.h"
+
+#include <vector>
+
+#include "models/rope_frequencies.h"
+
+namespace zb {
+
+namespace {
+
+// Copies host values into a new device buffer of the given dtype.
+template <typename T>
+Buffer upload(Backend& backend, TrackingAllocator& allocator, const std::vector<T>& values, Tensor& view) {
+  Buffer buffer = allocator.allocate(Shape{int64_t(values.size())}, DTypeOf<T>::value, MemoryPool::workspace);
+  view = buffer.view(Shape{int64_t(values.size())}, DTypeOf<T>::value);
+  Tensor host(const_cast<T*>(values.data()), view.shape, view.dtype, Device::cpu());
+  backend.copy(host, view);
+  return buffer;
+}
+
+}  // namespace
+
+Transformer::Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype,
+                         int64_t batch, int64_t seq)
+    : config_(layout.config()),
+      backend_(backend),
+      batch_(batch),
+      seq_(seq),
+      attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim},
+      acts_(config_, allocator, dtype, batch, seq) {
+  ZB_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's maximum ", config_.max_seq_len);
+  if (config_.has_learned_positions()) {
+    std::vector<int32_t> positions(batch * seq);
+    for (int64_t i = 0; i < batch * seq; ++i) positions[i] = int32_t(i % seq + config_.position_offset);
+    constants_.push_back(upload(backend, allocator, positions, positions_));
+  } else {
+    const std::vector<double> inv_freq = rope_inverse_frequencies(config_);
+    if (stats_dtype(dtype) == DType::f64) {
+      constants_.push_back(upload(backend, allocator, inv_freq, inv_freq_));
+    } else {
+      constants_.push_back(upload(backend, allocator, std::vector<float>(inv_freq.begin(), inv_freq.end()), inv_freq_));
+    }
+  }
+}
+
+double Transformer::forward(const Tensor& tokens, const Tensor& targets) {
+  forward_to_logits(tokens);
+  backend_.cross_entropy_forward(acts_.logits, targets, config_.vocab_size, acts_.losses);
+  return mean_loss();
+}
+
+double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
+  forward_to_logits(tokens);
+  const float grad_scale = loss_scale / float(batch_ * seq_);
+  backend_.cross_entropy_forward_backward(acts_.logits, targets, config_.vocab_size, grad_scale, acts_.losses);
+  backward_from_logit_gradients(tokens);
+  return mean_loss();
+}
+
+void Transformer::forward_to_logits(const Tensor& tokens) {
+  Backend& b = backend_;
+  b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
+  if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
+
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    LayerActivations& a = acts_.layers[l];
+    const BlockTensors& w = params_.blocks[l];
+    norm_forward(acts_.residual[l], w.ln1_weight, w.ln1_bias, a.ln1);
+    b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
+    if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
+    b.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
+    b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+    b.residual_forward(acts_.residual[l], acts_.branch, a.mid);
+
+    norm_forward(a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+    b.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
+    mlp_activation_forward(a.fc, a.activated);
+    b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
+    b.residual_forward(a.mid, acts_.branch, acts_.residual[l + 1]);
+  }
+  norm_forward(acts_.residual[config_.n_layer], params_.ln_f_weight, params_.ln_f_bias, acts_.ln_f);
+  b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
+}
+
+void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
+  Backend& b = backend_;
+  Tensor no_bias;
+  b.matmul_backward(acts_.logits, acts_.ln_f.out, params_.lm_head, acts_.d_norm, grads_.lm_head, no_bias);
+  // d_residual carries d(loss)/d(residual stream) down the network; each norm adds its branch's share.
+  b.fill_zero(acts_.d_residual);
+  norm_backward(acts_.d_norm, acts_.residual[config_.n_layer], params_.ln_f_weight, acts_.ln_f, acts_.d_residual,
+                grads_.ln_f_weight, grads_.ln_f_bias);
+
+  for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
+    const LayerActivations& a = acts_.layers[l];
+    const BlockTensors& w = params_.blocks[l];
+    BlockTensors& g = grads_.blocks[l];
+    b.matmul_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated, g.mlp_proj_weight,
+                      g.mlp_proj_bias);
+    mlp_activation_backward(acts_.d_activated, a.fc, acts_.d_fc);
+    b.matmul_backward(acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias);
+    norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias);
+
+    b.matmul_backward(acts_.d_residual, a.attention, w.attn_proj_weight, acts_.d_attention, g.attn_proj_weight,
+                      g.attn_proj_bias);
+    b.attention_backward(acts_.d_attention, a.qkv, a.attention, a.lse, attention_shape_, acts_.d_qkv);
+    if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq_, attention_shape_);
+    b.matmul_backward(acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight, g.qkv_bias);
+    norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias);
+  }
+  b.embedding_backward(tokens, acts_.d_residual, grads_.wte);
+  if (config_.has_learned_positions()) b.embedding_backward(positions_, acts_.d_residual, grads_.wpe);
+}
+
+void Transformer::norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, NormOutputs& out) {
+  if (config_.norm == NormKind::layernorm) {
+    backend_.layernorm_forward(x, weight, bias, float(config_.norm_eps), out.out, out.mean, out.rstd);
+  } else {
+    backend_.rmsnorm_forward(x, weight, float(config_.norm_eps), out.out, out.rstd);
+  }
+}
+
+void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved,
+                                Tensor& dx, Tensor& dweight, Tensor& dbias) {
+  if (config_.norm == NormKind::layernorm) {
+    backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dweight, dbias);
+  } else {
+    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dweight);
+  }
+}
+
+void Transformer::mlp_activation_forward(const Tensor& inp, Tensor& out) {
+  switch (config_.mlp) {
+    case MlpKind::gelu: backend_.gelu_forward(inp, out); break;
+    case MlpKind::relu: backend_.relu_forward(inp, out); break;
+    case MlpKind::swiglu: backend_.swiglu_forward(inp, out); break;
+  }
+}
+
+void Transformer::mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  switch (config_.mlp) {
+    case MlpKind::gelu: backend_.gelu_backward(dout, inp, dinp); break;
+    case MlpKind::relu: backend_.relu_backward(dout, inp, dinp); break;
+    case MlpKind::swiglu: backend_.swiglu_backward(dout, inp, dinp); break;
+  }
+}
+
+double Transformer::mean_loss() {
+  const int64_t n = acts_.losses.numel();
+  double sum = 0;
+  if (acts_.losses.dtype == DType::f64) {
+    std::vector<double> host(n);
+    Tensor view(host.data(), Shape{n}, DType::f64, Device::cpu());
+    backend_.copy(acts_.losses, view);
+    for (double x : host) sum += x;
+  } else {
+    std::vector<float> host(n);
+    Tensor view(host.data(), Shape{n}, DType::f32, Device::cpu());
+    backend_.copy(acts_.losses, view);
+    for (float x : host) sum += x;
+  }
+  return sum / double(n);
+}
+
+}  // namespace zb

@@ -1,0 +1,56 @@
+// Transformer: forward and backward of a decoder-only network as calls into a Backend.
+// It owns only its activations; parameters and gradients are views bound by the caller (the engine owns
+// the flat buffers, because ZeRO decides where they live).
+#pragma once
+
+#include <memory>
+
+#include "core/tracking_allocator.h"
+#include "kernels/backend.h"
+#include "models/activations.h"
+#include "models/model_tensors.h"
+#include "models/parameter_layout.h"
+
+namespace zb {
+
+class Transformer {
+ public:
+  // Sized for micro-batches of batch x seq tokens in `dtype` on the backend's device.
+  Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype, int64_t batch,
+              int64_t seq);
+
+  void bind_parameters(ModelTensors parameters) { params_ = std::move(parameters); }
+  void bind_gradients(ModelTensors gradients) { grads_ = std::move(gradients); }
+
+  // Mean cross-entropy over the batch's tokens. tokens and targets: int32 [batch * seq] on the device.
+  double forward(const Tensor& tokens, const Tensor& targets);
+  // Forward, then backward: adds loss_scale * d(mean loss)/d(parameter) to every bound gradient.
+  // Returns the mean loss.
+  double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f);
+
+  int64_t batch() const { return batch_; }
+  int64_t seq() const { return seq_; }
+  const Activations& activations() const { return acts_; }
+
+ private:
+  void forward_to_logits(const Tensor& tokens);
+  void backward_from_logit_gradients(const Tensor& tokens);
+  void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, NormOutputs& out);
+  void norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved, Tensor& dx,
+                     Tensor& dweight, Tensor& dbias);
+  void mlp_activation_forward(const Tensor& inp, Tensor& out);
+  void mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp);
+  double mean_loss();
+
+  const TransformerConfig& config_;
+  Backend& backend_;
+  int64_t batch_, seq_;
+  AttentionShape attention_shape_;
+  Activations acts_;
+  std::vector<Buffer> constants_;
+  Tensor positions_;  // int32 [batch * seq]: t + position_offset for learned positions
+  Tensor inv_freq_;   // rotary inverse frequencies [head_dim / 2]
+  ModelTensors params_, grads_;
+};
+
+}  // namespace zb
