@@ -102,7 +102,11 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
 std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank, int world) {
   const BatchGeometry geometry{run.options.batch, run.options.seq, rank, world};
   if (run.data_glob.empty()) return make_synthetic_tokens(geometry, run.options.model.vocab_size, run.options.seed);
-  return make_file_tokens(run.data_glob, run.data_format, geometry, run.options.model.vocab_size);
+  try {
+    return make_file_tokens(run.data_glob, run.data_format, geometry, run.options.model.vocab_size);
+  } catch (const IoError& e) {  // a bad file named on the command line is bad input: refused before training
+    throw UsageError(cat("--data: ", e.what()));
+  }
 }
 
 int run_program(int argc, char** argv, const std::string& usage, po::options_description& flags,

@@ -1,4 +1,6 @@
-// Synthetic token batches: seeded uniform ids, a pure function of (seed, batch index, sample, position).
+// Synthetic token batches: seeded uniform ids, a pure function of (seed, sample, position). Samples are
+// numbered over the whole run (call k of rank r takes samples k * world * batch + r * batch + [0, batch)),
+// so that any split into ranks and micro-batches deals out the same samples in the same order.
 #include "core/random.h"
 #include "core/strings.h"
 #include "engine/token_source.h"
@@ -6,6 +8,8 @@
 namespace zb {
 
 namespace {
+
+constexpr uint64_t kTokenStream = 0x70b3;  // keeps token draws apart from the weight initialisation's streams
 
 class SyntheticTokens final : public TokenSource {
  public:
@@ -15,11 +19,11 @@ class SyntheticTokens final : public TokenSource {
     TokenBatch batch;
     batch.inputs.resize(g_.batch * g_.seq);
     batch.targets.resize(g_.batch * g_.seq);
-    const uint64_t stream = batch_index_++;
+    const int64_t first = int64_t(batch_index_++) * g_.world * g_.batch + int64_t(g_.rank) * g_.batch;
     for (int64_t s = 0; s < g_.batch; ++s) {
-      const int64_t sample = int64_t(g_.rank) * g_.batch + s;  // index within the global batch
+      const int64_t sample = first + s;
       auto token = [&](int64_t t) {
-        return int32_t(random_below(seed_, stream, uint64_t(sample * (g_.seq + 1) + t), uint32_t(vocab_)));
+        return int32_t(random_below(seed_, kTokenStream, uint64_t(sample * (g_.seq + 1) + t), uint32_t(vocab_)));
       };
       for (int64_t t = 0; t < g_.seq; ++t) {
         batch.inputs[s * g_.seq + t] = token(t);

@@ -1,7 +1,7 @@
 // Where training tokens come from: seeded synthetic ids (the default) or token files.
-// Every source deals out the same global batches whatever the world size: rank r of `world` gets samples
-// [r * batch, (r + 1) * batch) of each global batch of world * batch samples, so that data-parallel runs see
-// exactly the tokens of a single-process run with world * batch samples.
+// Every source deals out the same sequence of samples whatever the split: call k on rank r of `world` gets
+// samples k * world * batch + r * batch + [0, batch). So data-parallel ranks together, or successive
+// micro-batches, see exactly the tokens a single process sees with the larger batch.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ struct BatchGeometry {
 enum class TokenFileFormat { llmc, raw_uint16 };
 TokenFileFormat parse_token_file_format(const std::string& name);  // "llmc" or "raw"; UsageError otherwise
 
-// Uniform ids in [0, vocab), drawn from (seed, batch index, position): reproducible and rank-independent.
+// Uniform ids in [0, vocab), drawn from (seed, sample, position): reproducible and split-independent.
 std::unique_ptr<TokenSource> make_synthetic_tokens(BatchGeometry geometry, int64_t vocab, uint64_t seed);
 
 // Tokens read in order from the files matching `glob_pattern` (sorted), wrapping around at the end.

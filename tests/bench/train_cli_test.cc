@@ -1,0 +1,98 @@
+// The train program as a user meets it: the per-step line, --help, and bad input refused with exit code 2
+// and a message that names the flag, before any training.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "support/run_program.h"
+#include "support/temp_dir.h"
+
+namespace zb {
+namespace {
+
+using test::run_program;
+
+TEST(TrainCli, PrintsOneLineAStep) {
+  const auto r = run_program("train", "--device cpu --model llama-tiny --num-steps 3 --seq-length 16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex line(R"(step (\d+)/3 \| loss \d+\.\d{4} \| \d+\.\d ms \| \d+ tok/s)");
+  int steps = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line); it != std::sregex_iterator(); ++it)
+    EXPECT_EQ(std::stoi((*it)[1]), ++steps);
+  EXPECT_EQ(steps, 3) << r.output;
+}
+
+TEST(TrainCli, HelpListsEveryFlagWithItsDefault) {
+  const auto r = run_program("train", "--help");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--model", "--batch-size", "--seq-length", "--num-steps", "--lr", "--optimizer", "--seed",
+                           "--data", "--device", "--grad-accum"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+  EXPECT_NE(r.output.find("(=gpt2)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(=adamw)"), std::string::npos) << r.output;
+}
+
+struct BadInput {
+  const char* arguments;
+  const char* expected;  // a part of the message: the flag and what it accepts
+};
+
+class TrainCliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(TrainCliBadInput, ExitsWithCode2AndNamesTheFlag) {
+  const auto r = run_program("train", std::string("--num-steps 1000000 ") + GetParam().arguments);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(GetParam().expected), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "no training before the error";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, TrainCliBadInput,
+    ::testing::Values(BadInput{"--model gpt5", "--model: unknown model 'gpt5'"},
+                      BadInput{"--model gpt5", "llama-tiny"},
+                      BadInput{"--optimizer lion", "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd)"},
+                      BadInput{"--batch-size 0", "--batch-size: must be a positive integer"},
+                      BadInput{"--batch-size many", "'--batch-size' is invalid"},
+                      BadInput{"--model gpt2-tiny --seq-length 4096", "--seq-length: 4096 exceeds gpt2-tiny's maximum of 64"},
+                      BadInput{"--device tpu", "--device: unknown device 'tpu' (accepted: cpu, cuda, cuda:N)"},
+                      BadInput{"--lr 0", "--lr: must be positive"},
+                      BadInput{"--grad-clip -1", "--grad-clip"},
+                      BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
+                      BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
+                      BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"}),
+    [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
+
+TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
+  test::TempDir dir;
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = 1000;
+  std::vector<uint16_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint16_t(i * 7 % 256);
+  {
+    std::ofstream out(dir / "shard_000.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    out.write(reinterpret_cast<const char*>(ids.data()), 2000);
+  }
+  const auto ok = run_program("train", "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
+                                           (dir / "shard_*.bin") + "'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("1 token file(s)"), std::string::npos) << ok.output;
+
+  header[2] = 5000;  // claims more tokens than the file holds
+  {
+    std::ofstream out(dir / "shard_000.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    out.write(reinterpret_cast<const char*>(ids.data()), 2000);
+  }
+  const auto bad = run_program("train", "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
+                                            (dir / "shard_*.bin") + "'");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--data: token file"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("truncated"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace zb

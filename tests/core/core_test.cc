@@ -1,0 +1,86 @@
+// core/: shapes and views, the tracking allocator's accounting and its out-of-memory behaviour, parsing,
+// and the counter-based random numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/device.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "core/tracking_allocator.h"
+
+namespace zb {
+namespace {
+
+TEST(Tensor, ViewsAndSlices) {
+  std::vector<float> data(24);
+  Tensor t(data.data(), Shape{2, 3, 4}, DType::f32, Device::cpu());
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.bytes(), 96u);
+  EXPECT_EQ(t.reshaped(Shape{6, 4}).dim(0), 6);
+  EXPECT_THROW(t.reshaped(Shape{5, 5}), Error);
+  EXPECT_EQ(t.flat_slice(4, 10).as<float>(), data.data() + 4);
+  EXPECT_THROW(t.flat_slice(10, 30), Error);
+  EXPECT_THROW(t.as<double>(), Error) << "as<T> checks the dtype";
+}
+
+TEST(TrackingAllocator, CountsCurrentAndPeakPerPool) {
+  TrackingAllocator allocator(std::make_unique<HostMemory>());
+  {
+    Buffer a = allocator.allocate(1000, MemoryPool::parameters);
+    Buffer b = allocator.allocate(500, MemoryPool::activations);
+    { Buffer c = allocator.allocate(300, MemoryPool::activations); }
+    EXPECT_EQ(allocator.usage(MemoryPool::parameters).current, 1000u);
+    EXPECT_EQ(allocator.usage(MemoryPool::activations).current, 500u);
+    EXPECT_EQ(allocator.usage(MemoryPool::activations).peak, 800u);
+    EXPECT_EQ(allocator.total().peak, 1800u);
+    Buffer moved = std::move(a);
+    EXPECT_TRUE(a.empty());
+    EXPECT_EQ(allocator.total().current, 1500u);
+  }
+  EXPECT_EQ(allocator.total().current, 0u);
+  EXPECT_EQ(allocator.total().peak, 1800u);
+  allocator.reset_peaks();
+  EXPECT_EQ(allocator.total().peak, 0u);
+}
+
+TEST(TrackingAllocator, LimitThrowsOutOfMemoryAndStaysUsable) {
+  TrackingAllocator allocator(std::make_unique<HostMemory>(), 4096);
+  Buffer a = allocator.allocate(3000, MemoryPool::gradients);
+  EXPECT_THROW(allocator.allocate(2000, MemoryPool::gradients), OutOfMemory);
+  EXPECT_EQ(allocator.total().current, 3000u) << "a failed allocation leaves no trace";
+  a.reset();
+  Buffer b = allocator.allocate(4000, MemoryPool::gradients);
+  EXPECT_FALSE(b.empty());
+}
+
+TEST(Parsing, DevicesAndDtypes) {
+  EXPECT_EQ(parse_device("cpu"), Device::cpu());
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  EXPECT_THROW(parse_device("cuda:x"), UsageError);
+  EXPECT_THROW(parse_device("tpu"), UsageError);
+  EXPECT_EQ(parse_dtype("bf16"), DType::bf16);
+  EXPECT_THROW(parse_dtype("int8"), UsageError);
+}
+
+TEST(Random, CounterBasedAndWellDistributed) {
+  EXPECT_EQ(random_normal(1, 2, 3), random_normal(1, 2, 3));
+  EXPECT_NE(random_normal(1, 2, 3), random_normal(1, 2, 4));
+  EXPECT_NE(random_normal(1, 2, 3), random_normal(2, 2, 3));
+  EXPECT_NE(random_normal(1, 2, 3), random_normal(1, 3, 3));
+  const int n = 200000;
+  double sum = 0, sum_sq = 0;
+  std::vector<int> counts(10);
+  for (int i = 0; i < n; ++i) {
+    const double x = random_normal(7, 0, i);
+    sum += x;
+    sum_sq += x * x;
+    ++counts[random_below(7, 1, i, 10)];
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.01);
+  EXPECT_NEAR(sum_sq / n, 1.0, 0.01);
+  for (int c : counts) EXPECT_NEAR(c, n / 10, n / 100);
+}
+
+}  // namespace
+}  // namespace zb

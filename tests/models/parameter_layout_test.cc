@@ -1,0 +1,79 @@
+// The flat per-unit layout and its seeded, slice-independent initialisation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "models/model_registry.h"
+#include "models/parameter_layout.h"
+#include "support/random_inputs.h"
+
+namespace zb {
+namespace {
+
+TEST(ParameterLayout, TensorsAreAlignedDisjointAndCoverTheParameterCount) {
+  for (const std::string name : {"gpt2", "facebook/opt-1.3b", "meta-llama/Llama-3.2-1B", "llama-tiny"}) {
+    const TransformerConfig config = resolve_model(name);
+    const ParameterLayout layout(config);
+    EXPECT_EQ(layout.units().size(), size_t(config.n_layer + 2)) << name;
+    int64_t counted = 0;
+    for (const ParameterUnit& unit : layout.units()) {
+      int64_t end = 0;
+      for (const ParameterTensor& t : unit.tensors) {
+        EXPECT_EQ(t.offset % ParameterLayout::kTensorAlignment, 0) << name << " " << t.name;
+        EXPECT_GE(t.offset, end) << name << " " << t.name << " overlaps its predecessor";
+        end = t.offset + t.numel();
+        counted += t.initialised_rows > 0 && t.init == InitKind::normal && t.shape.rank() == 2
+                       ? t.initialised_rows * t.shape[1]
+                       : t.numel();
+      }
+      EXPECT_EQ(unit.numel, end) << name << " " << unit.name;
+    }
+    EXPECT_EQ(counted, parameter_count(config)) << name;
+  }
+}
+
+TEST(ParameterLayout, AnySliceInitialisesAsTheWholeBufferWould) {
+  TransformerConfig config = resolve_model("gpt2-tiny");
+  config.vocab_size = 300;  // padded to 384 rows
+  const ParameterLayout layout(config);
+  test::RandomInputs rnd;
+  SCOPED_TRACE(rnd.trace());
+  for (size_t u = 0; u < layout.units().size(); ++u) {
+    const int64_t n = layout.unit(u).numel;
+    std::vector<float> whole(n);
+    layout.initialize(u, 99, 0, n, whole.data());
+    const auto cut = rnd.ids(2, int32_t(n));
+    const int64_t begin = std::min(cut[0], cut[1]), end = std::max(cut[0], cut[1]);
+    std::vector<float> part(end - begin);
+    layout.initialize(u, 99, begin, end, part.data());
+    for (int64_t i = begin; i < end; ++i) ASSERT_EQ(part[i - begin], whole[i]) << layout.unit(u).name << " element " << i;
+  }
+}
+
+TEST(ParameterLayout, InitialValuesFollowTheScheme) {
+  TransformerConfig config = resolve_model("gpt2-tiny");
+  config.vocab_size = 300;
+  const ParameterLayout layout(config);
+  std::vector<float> emb(layout.unit(0).numel);
+  layout.initialize(0, 5, 0, emb.size(), emb.data());
+  const ParameterTensor& wte = layout.unit(0).tensor("wte");
+  double sum_sq = 0;
+  for (int64_t i = 0; i < 300 * config.d_model; ++i) sum_sq += double(emb[i]) * emb[i];
+  EXPECT_NEAR(std::sqrt(sum_sq / (300 * config.d_model)), 0.02, 0.001);
+  for (int64_t i = 300 * config.d_model; i < wte.numel(); ++i) ASSERT_EQ(emb[i], 0.0f) << "vocabulary padding stays zero";
+
+  const ParameterUnit& block = layout.unit(1);
+  std::vector<float> b(block.numel);
+  layout.initialize(1, 5, 0, b.size(), b.data());
+  for (int64_t i = 0; i < config.d_model; ++i) {
+    EXPECT_EQ(b[block.tensor("ln1.weight").offset + i], 1.0f);
+    EXPECT_EQ(b[block.tensor("ln1.bias").offset + i], 0.0f);
+  }
+  // A different seed gives different weights.
+  std::vector<float> other(layout.unit(0).numel);
+  layout.initialize(0, 6, 0, other.size(), other.data());
+  EXPECT_NE(other[0], emb[0]);
+}
+
+}  // namespace
+}  // namespace zb
