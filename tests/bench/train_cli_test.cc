@@ -63,32 +63,30 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
-TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
-  test::TempDir dir;
+// Writes an llm.c shard of 1000 ids whose header claims `claimed_tokens`.
+void write_shard(const std::string& path, int32_t claimed_tokens) {
   std::vector<int32_t> header(256, 0);
   header[0] = 20240520;
   header[1] = 1;
-  header[2] = 1000;
+  header[2] = claimed_tokens;
   std::vector<uint16_t> ids(1000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint16_t(i * 7 % 256);
-  {
-    std::ofstream out(dir / "shard_000.bin", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(header.data()), 1024);
-    out.write(reinterpret_cast<const char*>(ids.data()), 2000);
-  }
-  const auto ok = run_program("train", "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
-                                           (dir / "shard_*.bin") + "'");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(ids.data()), 2000);
+}
+
+TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
+  test::TempDir dir;
+  const std::string arguments = "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
+                                (dir / "shard_*.bin") + "'";
+  write_shard(dir / "shard_000.bin", 1000);
+  const auto ok = run_program("train", arguments);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("1 token file(s)"), std::string::npos) << ok.output;
 
-  header[2] = 5000;  // claims more tokens than the file holds
-  {
-    std::ofstream out(dir / "shard_000.bin", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(header.data()), 1024);
-    out.write(reinterpret_cast<const char*>(ids.data()), 2000);
-  }
-  const auto bad = run_program("train", "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
-                                            (dir / "shard_*.bin") + "'");
+  write_shard(dir / "shard_000.bin", 5000);  // claims more tokens than the file holds
+  const auto bad = run_program("train", arguments);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--data: token file"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("truncated"), std::string::npos) << bad.output;
