@@ -8,13 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-namespace zb {
+#include "core/host_device.h"
 
-#if defined(__CUDACC__)
-#define ZB_HOST_DEVICE __host__ __device__
-#else
-#define ZB_HOST_DEVICE
-#endif
+namespace zb {
 
 ZB_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;

@@ -54,10 +54,6 @@ StepStats Trainer::step() {
   return {step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq};
 }
 
-double Trainer::global_gradient_norm() {
-  double sum = 0;
-  for (size_t u = 0; u < store_.unit_count(); ++u) sum += backend_.sum_of_squares(store_.grads(u));
-  return std::sqrt(sum);
-}
+double Trainer::global_gradient_norm() { return std::sqrt(backend_.sum_of_squares(store_.all_grads())); }
 
 }  // namespace zb

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace zb {
 
 // The fused projection qkv holds, for each of the batch*seq tokens, the query heads, then the key heads,
@@ -15,11 +17,11 @@ struct AttentionShape {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
 
-  int64_t tokens() const { return batch * seq; }
-  int64_t q_width() const { return heads * head_dim; }
-  int64_t kv_width() const { return kv_heads * head_dim; }
-  int64_t qkv_width() const { return q_width() + 2 * kv_width(); }
-  int64_t group_size() const { return heads / kv_heads; }
+  ZB_HOST_DEVICE int64_t tokens() const { return batch * seq; }
+  ZB_HOST_DEVICE int64_t q_width() const { return heads * head_dim; }
+  ZB_HOST_DEVICE int64_t kv_width() const { return kv_heads * head_dim; }
+  ZB_HOST_DEVICE int64_t qkv_width() const { return q_width() + 2 * kv_width(); }
+  ZB_HOST_DEVICE int64_t group_size() const { return heads / kv_heads; }
 };
 
 }  // namespace zb

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
@@ -24,17 +25,29 @@ namespace zb {
 // fp32 for every training dtype, fp64 when the data itself is fp64 (the CPU backend's test mode).
 inline DType stats_dtype(DType data) { return data == DType::f64 ? DType::f64 : DType::f32; }
 
+// A point in a backend's sequence of work, for timing phases on the device's own clock.
+class TimingEvent {
+ public:
+  virtual ~TimingEvent() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
 
-  // --- memory -------------------------------------------------------------------------------------------
+  // --- memory and timing ----------------------------------------------------------------------------------
   // Copies between tensors of equal bytes; either side may be on the host or this backend's device.
+  // A copy that involves host memory has finished when copy returns.
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  // dst = src converted to dst's dtype (equal element counts, both on this backend's device).
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void fill_zero(Tensor& t) = 0;
   // Waits until all work issued so far has finished.
   virtual void synchronize() = 0;
+  // Marks the current point of the work; elapsed_ms waits for `end` and returns the time between the two.
+  virtual std::unique_ptr<TimingEvent> record_event() = 0;
+  virtual double elapsed_ms(const TimingEvent& start, const TimingEvent& end) = 0;
 
   // --- embedding ------------------------------------------------------------------------------------------
   // out[n] = table[ids[n]] (or out[n] += table[ids[n]] when accumulate). ids [N], table [V, C], out [N, C].
@@ -99,8 +112,9 @@ class Backend {
                                               Tensor& losses) = 0;
 
   // --- optimizer ----------------------------------------------------------------------------------------------
-  // Sum of squares of t's elements, accumulated in at least fp32 in a fixed order (deterministic).
-  virtual double sum_of_squares(const Tensor& t) = 0;
+  // Sum of the squares of every element of every tensor, accumulated in fp64 in a fixed order
+  // (deterministic); the square of the global gradient norm.
+  virtual double sum_of_squares(const std::vector<Tensor>& tensors) = 0;
   // One update of master [n] (fp32) from grad [n]; m and v [n] (fp32) are the optimizer state (v unused by SGD).
   // When params_out is not empty it receives the updated master converted to its dtype (the model copy).
   virtual void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

@@ -11,8 +11,11 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::cpu(); }
 
   void copy(const Tensor& src, Tensor& dst) override;
+  void convert(const Tensor& src, Tensor& dst) override;
   void fill_zero(Tensor& t) override;
   void synchronize() override {}
+  std::unique_ptr<TimingEvent> record_event() override;
+  double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
 
   void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) override;
@@ -47,7 +50,7 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
                                       Tensor& losses) override;
 
-  double sum_of_squares(const Tensor& t) override;
+  double sum_of_squares(const std::vector<Tensor>& tensors) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
 };

@@ -95,9 +95,9 @@ TEST_F(CpuOptimizer, SumOfSquaresIsExactAndThreadCountIndependent) {
   for (float v : x) expected += double(v) * double(v);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const double one_thread = backend.sum_of_squares(view(x, {n}));
+  const double one_thread = backend.sum_of_squares({view(x, {n})});
   omp_set_num_threads(std::max(2, threads));
-  const double many_threads = backend.sum_of_squares(view(x, {n}));
+  const double many_threads = backend.sum_of_squares({view(x, {n})});
   omp_set_num_threads(threads);
   EXPECT_EQ(one_thread, many_threads) << "the same bits whatever the thread count";
   EXPECT_NEAR(one_thread, expected, 1e-9 * expected);

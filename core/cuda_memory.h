@@ -1,0 +1,30 @@
+// Device and pinned host memory behind the TrackingAllocator. Both return nullptr on failure (after
+// clearing CUDA's error state), so that the allocator turns the failure into OutOfMemory.
+#pragma once
+
+#include "core/tracking_allocator.h"
+
+namespace zb {
+
+class DeviceMemory final : public RawMemory {
+ public:
+  explicit DeviceMemory(int ordinal) : ordinal_(ordinal) {}
+  void* allocate(size_t bytes) override;
+  void release(void* ptr) noexcept override;
+  Device device() const override { return Device::cuda(ordinal_); }
+  const char* kind() const override { return "GPU"; }
+
+ private:
+  int ordinal_;
+};
+
+// Page-locked host memory: the GPU's copy engines reach it directly, at full PCIe bandwidth.
+class PinnedHostMemory final : public RawMemory {
+ public:
+  void* allocate(size_t bytes) override;
+  void release(void* ptr) noexcept override;
+  Device device() const override { return Device::cpu(); }
+  const char* kind() const override { return "pinned host"; }
+};
+
+}  // namespace zb

@@ -1,0 +1,97 @@
+// Causal attention launchers: the tensor-core flash kernels for bf16 with head size 64 or 128, the simple
+// CUDA-core kernels otherwise (fp32 mode, other head sizes).
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cuda/attention_simple.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/flash_attention.cuh"
+
+namespace zb::cuda {
+
+namespace {
+
+constexpr int kSimpleWarpsPerBlock = 4;
+
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <int D>
+void flash_forward(const bf16* qkv, const AttentionShape& s, bf16* out, float* lse, float scale, cudaStream_t stream) {
+  static const bool configured = (allow_dynamic_smem(flash::forward_kernel<D>, flash::forward_smem<D>()), true);
+  (void)configured;
+  const dim3 grid(unsigned((s.seq + flash::kRows - 1) / flash::kRows), unsigned(s.batch * s.heads));
+  flash::forward_kernel<D><<<grid, flash::kThreads, flash::forward_smem<D>(), stream>>>(qkv, s, out, lse, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void flash_backward(const bf16* dout, const bf16* qkv, const float* lse, const float* delta, const AttentionShape& s,
+                    bf16* dqkv, float scale, cudaStream_t stream) {
+  static const bool configured = (allow_dynamic_smem(flash::dkdv_kernel<D>, flash::backward_smem<D>()),
+                                  allow_dynamic_smem(flash::dq_kernel<D>, flash::backward_smem<D>()), true);
+  (void)configured;
+  const unsigned blocks = unsigned((s.seq + flash::kRows - 1) / flash::kRows);
+  flash::dkdv_kernel<D><<<dim3(blocks, unsigned(s.batch * s.kv_heads)), flash::kThreads, flash::backward_smem<D>(),
+                          stream>>>(dout, qkv, lse, delta, s, dqkv, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+  flash::dq_kernel<D><<<dim3(blocks, unsigned(s.batch * s.heads)), flash::kThreads, flash::backward_smem<D>(),
+                        stream>>>(dout, qkv, lse, delta, s, dqkv, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+constexpr bool kFlashSupported = std::is_same_v<T, bf16>;
+
+
+unsigned simple_blocks(int64_t rows) { return blocks_for(rows, kSimpleWarpsPerBlock); }
+
+}  // namespace
+
+template <typename T>
+void attention_forward(const T* qkv, const AttentionShape& s, T* out, float* lse, cudaStream_t stream) {
+  const float scale = 1.0f / std::sqrt(float(s.head_dim));
+  if constexpr (kFlashSupported<T>) {
+    if (s.head_dim == 64) return flash_forward<64>(qkv, s, out, lse, scale, stream);
+    if (s.head_dim == 128) return flash_forward<128>(qkv, s, out, lse, scale, stream);
+  }
+  ZB_CHECK(s.head_dim <= 32 * kSimpleMaxDimPerLane, "head_dim ", s.head_dim, " above ", 32 * kSimpleMaxDimPerLane);
+  simple_attention_forward_kernel<<<simple_blocks(s.batch * s.heads * s.seq), kSimpleWarpsPerBlock * 32, 0, stream>>>(
+      qkv, s, out, lse, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+size_t attention_backward_scratch(const AttentionShape& s) { return size_t(s.batch * s.heads * s.seq) * sizeof(float); }
+
+template <typename T>
+void attention_backward(const T* dout, const T* qkv, const T* out, const float* lse, const AttentionShape& s, T* dqkv,
+                        Scratch scratch, cudaStream_t stream) {
+  ZB_CHECK(scratch.bytes >= attention_backward_scratch(s), "attention_backward scratch too small");
+  const float scale = 1.0f / std::sqrt(float(s.head_dim));
+  auto* delta = static_cast<float*>(scratch.data);
+  const int64_t rows = s.batch * s.heads * s.seq;
+  attention_delta_kernel<<<simple_blocks(rows), kSimpleWarpsPerBlock * 32, 0, stream>>>(dout, out, s, delta);
+  ZB_CUDA_CHECK_LAUNCH();
+  if constexpr (kFlashSupported<T>) {
+    if (s.head_dim == 64) return flash_backward<64>(dout, qkv, lse, delta, s, dqkv, scale, stream);
+    if (s.head_dim == 128) return flash_backward<128>(dout, qkv, lse, delta, s, dqkv, scale, stream);
+  }
+  ZB_CHECK(s.head_dim <= 32 * kSimpleMaxDimPerLane, "head_dim ", s.head_dim, " above ", 32 * kSimpleMaxDimPerLane);
+  simple_attention_dq_kernel<<<simple_blocks(rows), kSimpleWarpsPerBlock * 32, 0, stream>>>(dout, qkv, lse, delta, s,
+                                                                                            dqkv, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+  simple_attention_dkdv_kernel<<<simple_blocks(s.batch * s.kv_heads * s.seq), kSimpleWarpsPerBlock * 32, 0, stream>>>(
+      dout, qkv, lse, delta, s, dqkv, scale);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+template void attention_forward<float>(const float*, const AttentionShape&, float*, float*, cudaStream_t);
+template void attention_forward<bf16>(const bf16*, const AttentionShape&, bf16*, float*, cudaStream_t);
+template void attention_backward<float>(const float*, const float*, const float*, const float*, const AttentionShape&,
+                                        float*, Scratch, cudaStream_t);
+template void attention_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, const AttentionShape&,
+                                       bf16*, Scratch, cudaStream_t);
+
+}  // namespace zb::cuda

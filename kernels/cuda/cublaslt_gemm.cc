@@ -1,0 +1,92 @@
+#include "kernels/cuda/cublaslt_gemm.h"
+
+#include <algorithm>
+
+#include "core/cuda_check.h"
+
+namespace zb::cuda {
+
+namespace {
+
+// The largest power of two (up to 256) dividing the address: cuBLASLt picks kernels by operand alignment.
+int alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return address ? int(std::min<uintptr_t>(256, address & (~address + 1))) : 256;
+}
+
+}  // namespace
+
+struct CublasLtGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    for (auto layout : {a, b, c})
+      if (layout) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+
+CublasLtGemm::CublasLtGemm(TrackingAllocator& device_allocator, size_t workspace_bytes)
+    : workspace_(device_allocator.allocate(workspace_bytes, MemoryPool::workspace)) {
+  ZB_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+CublasLtGemm::~CublasLtGemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+const CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
+  const Key key{g.trans_a, g.trans_b, g.m,        g.n, g.k, g.lda, g.ldb, g.ldc, int(g.dtype), g.bias != nullptr,
+                alignment_of(g.a), alignment_of(g.b), alignment_of(g.c)};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+
+  auto plan = std::make_unique<Plan>();
+  ZB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  if (g.bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  }
+  // Layouts are column-major: rows x columns with leading dimension ld.
+  ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, g.dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
+  ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, g.dtype, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
+  ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, g.dtype, g.m, g.n, g.ldc));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  ZB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const size_t workspace_bytes = workspace_.bytes();
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                       sizeof workspace_bytes);
+  const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                                               preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  ZB_CUBLAS_CHECK(status);
+  if (found == 0) throw Error(cat("cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k));
+  plan->algo = result.algo;
+  return *(plans_[key] = std::move(plan));
+}
+
+void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m == 0 || g.n == 0) return;
+  const Plan& plan = plan_for(g);
+  if (g.bias) {
+    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  }
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  ZB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c,
+                                 &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+}
+
+}  // namespace zb::cuda

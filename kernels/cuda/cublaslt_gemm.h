@@ -1,0 +1,50 @@
+// CublasLtGemm: column-major C = op(A) op(B) (+ C when accumulating) (+ bias[m] epilogue) through cuBLASLt,
+// fp32 accumulation (no TF32 in fp32 mode, so fp32 results match the CPU reference). Descriptors and the
+// heuristic's algorithm are cached per shape, so a training step asks cuBLASLt nothing new after the first.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "core/tracking_allocator.h"
+
+namespace zb::cuda {
+
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  cudaDataType_t dtype = CUDA_R_32F;  // of A, B, C and the bias
+  const void* bias = nullptr;         // length m, added to every column of C
+  bool accumulate = false;            // C += instead of C =
+};
+
+class CublasLtGemm {
+ public:
+  CublasLtGemm(TrackingAllocator& device_allocator, size_t workspace_bytes = size_t(32) << 20);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  void run(const GemmArgs& args, cudaStream_t stream);
+
+ private:
+  struct Plan;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, int, int>;
+  const Plan& plan_for(const GemmArgs& args);
+
+  cublasLtHandle_t handle_ = nullptr;
+  Buffer workspace_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace zb::cuda

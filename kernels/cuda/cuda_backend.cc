@@ -1,0 +1,320 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/cuda_check.h"
+#include "kernels/cuda/cublaslt_gemm.h"
+#include "kernels/cuda/cuda_dtype.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/op_checks.h"
+
+namespace zb {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// Calls fn.template operator()<T>() with T = float or __nv_bfloat16, matching dtype.
+template <typename Fn>
+void dispatch(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: fn.template operator()<float>(); return;
+    case DType::bf16: fn.template operator()<bf16>(); return;
+    default: ZB_CHECK(false, "the CUDA backend computes in fp32 or bf16, not ", dtype_name(dtype));
+  }
+}
+
+template <typename T>
+cudaDataType_t cuda_type() {
+  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+}
+
+struct CudaTimingEvent final : TimingEvent {
+  cudaEvent_t event = nullptr;
+  explicit CudaTimingEvent(cudaStream_t stream) {
+    ZB_CUDA_CHECK(cudaEventCreate(&event));
+    ZB_CUDA_CHECK(cudaEventRecord(event, stream));
+  }
+  ~CudaTimingEvent() override { cudaEventDestroy(event); }
+};
+
+}  // namespace
+
+CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
+    : ordinal_(ordinal), allocator_(device_allocator) {
+  ZB_CHECK(device_allocator.device() == Device::cuda(ordinal), "the CUDA backend needs an allocator of ",
+           Device::cuda(ordinal).to_string());
+  ZB_CUDA_CHECK(cudaSetDevice(ordinal));
+  ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator);
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+cuda::Scratch CudaBackend::scratch(size_t bytes) {
+  if (scratch_.bytes() < bytes) {
+    ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still use the old buffer
+    scratch_.reset();
+    scratch_ = allocator_.allocate(std::max(bytes, size_t(1) << 20), MemoryPool::workspace);
+  }
+  return {scratch_.data(), scratch_.bytes()};
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
+    ZB_CHECK(t->device.is_cpu() || t->device == device(), "copy between ", src.device.to_string(), " and ",
+             dst.device.to_string(), " on ", device().to_string());
+  }
+  ZB_CHECK(src.bytes() == dst.bytes(), "copy of ", src.describe(), " into ", dst.describe());
+  if (src.bytes() == 0) return;
+  if (src.device.is_cpu() && dst.device.is_cpu()) {
+    std::memmove(dst.data, src.data, src.bytes());
+    return;
+  }
+  ZB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream_));
+  if (src.device.is_cpu() || dst.device.is_cpu()) ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::convert(const Tensor& src, Tensor& dst) {
+  checks::on_device(src, device(), "convert source");
+  checks::on_device(dst, device(), "convert destination");
+  ZB_CHECK(src.numel() == dst.numel(), "convert ", src.describe(), " into ", dst.describe());
+  dispatch(src.dtype, [&]<typename S>() {
+    dispatch(dst.dtype, [&]<typename D>() { cuda::convert<S, D>(src.as<S>(), dst.as<D>(), src.numel(), stream_); });
+  });
+}
+
+void CudaBackend::fill_zero(Tensor& t) {
+  checks::on_device(t, device(), "fill_zero target");
+  if (t.bytes()) ZB_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
+}
+
+void CudaBackend::synchronize() { ZB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::unique_ptr<TimingEvent> CudaBackend::record_event() { return std::make_unique<CudaTimingEvent>(stream_); }
+
+double CudaBackend::elapsed_ms(const TimingEvent& start, const TimingEvent& end) {
+  const auto& a = dynamic_cast<const CudaTimingEvent&>(start);
+  const auto& b = dynamic_cast<const CudaTimingEvent&>(end);
+  ZB_CUDA_CHECK(cudaEventSynchronize(b.event));
+  float ms = 0;
+  ZB_CUDA_CHECK(cudaEventElapsedTime(&ms, a.event, b.event));
+  return ms;
+}
+
+void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) {
+  const auto [v, c] = checks::embedding(ids, table, out, device());
+  dispatch(table.dtype, [&]<typename T>() {
+    cuda::embedding_forward<T>(ids.as<int32_t>(), table.as<T>(), out.as<T>(), ids.numel(), c, accumulate, stream_);
+  });
+}
+
+void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+  const auto [v, c] = checks::embedding(ids, dtable, dout, device());
+  const int64_t n = ids.numel();
+  const cuda::Scratch s = scratch(cuda::embedding_backward_scratch(n));
+  dispatch(dtable.dtype, [&]<typename T>() {
+    cuda::embedding_backward<T>(ids.as<int32_t>(), dout.as<T>(), dtable.as<T>(), n, c, v, s, stream_);
+  });
+}
+
+void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                                    Tensor& mean, Tensor& rstd) {
+  const auto [n, c] = checks::layernorm(x, weight, bias, out, mean, rstd, device());
+  dispatch(x.dtype, [&]<typename T>() {
+    cuda::layernorm_forward<T>(x.as<T>(), weight.as<T>(), bias.as<T>(), eps, out.as<T>(), mean.as<float>(),
+                               rstd.as<float>(), n, c, stream_);
+  });
+}
+
+void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                     const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+  const auto [n, c] = checks::layernorm(x, weight, dbias, dout, mean, rstd, device());
+  checks::same_shape(x, dx, "layernorm dx", device());
+  checks::same_shape(weight, dweight, "layernorm dweight", device());
+  const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
+  dispatch(x.dtype, [&]<typename T>() {
+    cuda::layernorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), dx.as<T>(),
+                                dweight.as<T>(), dbias.as<T>(), n, c, s, stream_);
+  });
+}
+
+void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+  const auto [n, c] = checks::rmsnorm(x, weight, out, rstd, device());
+  dispatch(x.dtype, [&]<typename T>() {
+    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, stream_);
+  });
+}
+
+void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                   Tensor& dx, Tensor& dweight) {
+  const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, device());
+  checks::same_shape(x, dx, "rmsnorm dx", device());
+  checks::same_shape(weight, dweight, "rmsnorm dweight", device());
+  const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
+  dispatch(x.dtype, [&]<typename T>() {
+    cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<float>(), dx.as<T>(), dweight.as<T>(), n,
+                              c, s, stream_);
+  });
+}
+
+// Row-major out[n, m] = inp[n, k] weight[m, k]^T is column-major out^T = weight^T(op) inp.
+void CudaBackend::matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) {
+  const auto [n, k, m] = checks::matmul(inp, weight, bias, out, device());
+  dispatch(inp.dtype, [&]<typename T>() {
+    gemm_->run({.trans_a = true, .trans_b = false, .m = m, .n = n, .k = k, .a = weight.data, .lda = k, .b = inp.data,
+                .ldb = k, .c = out.data, .ldc = m, .dtype = cuda_type<T>(), .bias = bias.empty() ? nullptr : bias.data},
+               stream_);
+  });
+}
+
+void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
+                                  Tensor& dweight, Tensor& dbias) {
+  const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
+  checks::same_shape(inp, dinp, "matmul dinp", device());
+  checks::same_shape(weight, dweight, "matmul dweight", device());
+  dispatch(inp.dtype, [&]<typename T>() {
+    // dinp[n, k] = dout[n, m] weight[m, k]
+    gemm_->run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data, .ldc = k,
+                .dtype = cuda_type<T>()},
+               stream_);
+    // dweight[m, k] += dout[n, m]^T inp[n, k]
+    gemm_->run({.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data, .ldb = m,
+                .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(), .accumulate = true},
+               stream_);
+    if (!dbias.empty()) {
+      cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+    }
+  });
+}
+
+void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, Tensor& out, Tensor& lse) {
+  checks::attention(qkv, s, out, lse, device());
+  dispatch(qkv.dtype, [&]<typename T>() {
+    cuda::attention_forward<T>(qkv.as<T>(), s, out.as<T>(), lse.as<float>(), stream_);
+  });
+}
+
+void CudaBackend::attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                     const AttentionShape& s, Tensor& dqkv) {
+  checks::attention(qkv, s, out, lse, device());
+  checks::same_shape(out, dout, "attention dout", device());
+  checks::same_shape(qkv, dqkv, "attention dqkv", device());
+  const cuda::Scratch sc = scratch(cuda::attention_backward_scratch(s));
+  dispatch(qkv.dtype, [&]<typename T>() {
+    cuda::attention_backward<T>(dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<float>(), s, dqkv.as<T>(), sc, stream_);
+  });
+}
+
+void CudaBackend::rope_forward(Tensor& qkv, const Tensor& inv_freq, const AttentionShape& s) {
+  checks::rope(qkv, inv_freq, s, device());
+  dispatch(qkv.dtype, [&]<typename T>() { cuda::rope_rotate<T>(qkv.as<T>(), inv_freq.as<float>(), s, +1, stream_); });
+}
+
+void CudaBackend::rope_backward(Tensor& dqkv, const Tensor& inv_freq, const AttentionShape& s) {
+  checks::rope(dqkv, inv_freq, s, device());
+  dispatch(dqkv.dtype, [&]<typename T>() { cuda::rope_rotate<T>(dqkv.as<T>(), inv_freq.as<float>(), s, -1, stream_); });
+}
+
+void CudaBackend::gelu_forward(const Tensor& inp, Tensor& out) {
+  const int64_t n = checks::same_shape(inp, out, "gelu", device());
+  dispatch(inp.dtype, [&]<typename T>() { cuda::gelu_forward<T>(inp.as<T>(), out.as<T>(), n, stream_); });
+}
+
+void CudaBackend::gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  const int64_t n = checks::same_shape(inp, dout, "gelu", device());
+  checks::same_shape(inp, dinp, "gelu dinp", device());
+  dispatch(inp.dtype, [&]<typename T>() {
+    cuda::gelu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_);
+  });
+}
+
+void CudaBackend::relu_forward(const Tensor& inp, Tensor& out) {
+  const int64_t n = checks::same_shape(inp, out, "relu", device());
+  dispatch(inp.dtype, [&]<typename T>() { cuda::relu_forward<T>(inp.as<T>(), out.as<T>(), n, stream_); });
+}
+
+void CudaBackend::relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  const int64_t n = checks::same_shape(inp, dout, "relu", device());
+  checks::same_shape(inp, dinp, "relu dinp", device());
+  dispatch(inp.dtype, [&]<typename T>() {
+    cuda::relu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_);
+  });
+}
+
+void CudaBackend::swiglu_forward(const Tensor& inp, Tensor& out) {
+  const auto [n, f] = checks::swiglu(inp, out, device());
+  dispatch(inp.dtype, [&]<typename T>() { cuda::swiglu_forward<T>(inp.as<T>(), out.as<T>(), n, f, stream_); });
+}
+
+void CudaBackend::swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  const auto [n, f] = checks::swiglu(inp, dout, device());
+  checks::same_shape(inp, dinp, "swiglu dinp", device());
+  dispatch(inp.dtype, [&]<typename T>() {
+    cuda::swiglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f, stream_);
+  });
+}
+
+void CudaBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t n = checks::same_shape(a, b, "residual input", device());
+  checks::same_shape(a, out, "residual output", device());
+  dispatch(a.dtype, [&]<typename T>() { cuda::residual_forward<T>(a.as<T>(), b.as<T>(), out.as<T>(), n, stream_); });
+}
+
+void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) {
+  const auto [n, padded] = checks::cross_entropy(logits, targets, vocab, losses, device());
+  dispatch(logits.dtype, [&]<typename T>() {
+    cuda::cross_entropy<T>(logits.as<T>(), targets.as<int32_t>(), n, padded, vocab, losses.as<float>(), nullptr, 0.0f,
+                           stream_);
+  });
+}
+
+void CudaBackend::cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab,
+                                                 float grad_scale, Tensor& losses) {
+  const auto [n, padded] = checks::cross_entropy(logits, targets, vocab, losses, device());
+  dispatch(logits.dtype, [&]<typename T>() {
+    cuda::cross_entropy<T>(logits.as<T>(), targets.as<int32_t>(), n, padded, vocab, losses.as<float>(), logits.as<T>(),
+                           grad_scale, stream_);
+  });
+}
+
+double CudaBackend::sum_of_squares(const std::vector<Tensor>& tensors) {
+  const int64_t slots = int64_t(tensors.size()) * cuda::kSquarePartialsPerTensor;
+  const cuda::Scratch s = scratch(size_t(slots + 1) * sizeof(double));
+  auto* partials = static_cast<double*>(s.data);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    checks::on_device(tensors[i], device(), "sum_of_squares input");
+    dispatch(tensors[i].dtype, [&]<typename T>() {
+      cuda::sum_of_squares_partials<T>(tensors[i].as<T>(), tensors[i].numel(),
+                                       partials + i * cuda::kSquarePartialsPerTensor, stream_);
+    });
+  }
+  cuda::sum_partials(partials, slots, partials + slots, stream_);
+  double result = 0;
+  ZB_CUDA_CHECK(cudaMemcpyAsync(&result, partials + slots, sizeof result, cudaMemcpyDeviceToHost, stream_));
+  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return result;
+}
+
+void CudaBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
+                                 const OptimizerParams& params) {
+  checks::optimizer(master, grad, m, v, params_out, params.kind != OptimizerKind::sgd, device());
+  ZB_CHECK(master.dtype == DType::f32, "master weights are fp32");
+  ZB_CHECK(params_out.empty() || params_out.dtype == grad.dtype, "model weights and gradients share a dtype");
+  dispatch(grad.dtype, [&]<typename T>() {
+    cuda::optimizer_step<T>(master.as<float>(), grad.as<T>(), m.as<float>(), v.empty() ? nullptr : v.as<float>(),
+                            params_out.empty() ? nullptr : params_out.as<T>(), master.numel(), params, stream_);
+  });
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator) {
+  return std::make_unique<CudaBackend>(ordinal, device_allocator);
+}
+
+}  // namespace zb

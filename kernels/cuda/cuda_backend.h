@@ -1,0 +1,87 @@
+// CudaBackend: the Backend on one GPU. All work goes, in order, onto one CUDA stream; the backend owns that
+// stream, the cuBLASLt handle and a scratch buffer that the kernels needing temporary space share (safe
+// because the stream runs them one after another). fp32 or bf16 data; statistics and optimizer state fp32.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "core/tracking_allocator.h"
+#include "kernels/backend.h"
+
+namespace zb {
+
+namespace cuda {
+class CublasLtGemm;
+struct Scratch;
+}  // namespace cuda
+
+class CudaBackend final : public Backend {
+ public:
+  // Scratch and the GEMM workspace come from `device_allocator` (its workspace pool).
+  CudaBackend(int ordinal, TrackingAllocator& device_allocator);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::cuda(ordinal_); }
+  cudaStream_t stream() const { return stream_; }
+
+  void copy(const Tensor& src, Tensor& dst) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+  void fill_zero(Tensor& t) override;
+  void synchronize() override;
+  std::unique_ptr<TimingEvent> record_event() override;
+  double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
+
+  void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) override;
+
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, Tensor& mean,
+                         Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                        Tensor& dweight) override;
+
+  void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
+                       Tensor& dbias) override;
+
+  void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
+  void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                          const AttentionShape& shape, Tensor& dqkv) override;
+  void rope_forward(Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+  void rope_backward(Tensor& dqkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+
+  void gelu_forward(const Tensor& inp, Tensor& out) override;
+  void gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void relu_forward(const Tensor& inp, Tensor& out) override;
+  void relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void swiglu_forward(const Tensor& inp, Tensor& out) override;
+  void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) override;
+
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) override;
+  void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
+                                      Tensor& losses) override;
+
+  double sum_of_squares(const std::vector<Tensor>& tensors) override;
+  void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
+                      const OptimizerParams& params) override;
+
+ private:
+  // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
+  cuda::Scratch scratch(size_t bytes);
+
+  int ordinal_;
+  TrackingAllocator& allocator_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::CublasLtGemm> gemm_;
+  Buffer scratch_;
+};
+
+// The number of usable GPUs and a backend for GPU `ordinal`.
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator);
+
+}  // namespace zb

@@ -1,0 +1,55 @@
+// Helpers shared by the CUDA kernels: element conversions, 16-byte vector access, warp reductions and
+// launch arithmetic. Kernels compute in fp32 whatever the storage type.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/cuda_check.h"
+
+namespace zb::cuda {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+
+// kVec elements of T in 16 bytes, loaded and stored in one instruction.
+template <typename T>
+struct alignas(16) Vec16 {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+template <typename T>
+__device__ __forceinline__ Vec16<T> load16(const T* p) { return *reinterpret_cast<const Vec16<T>*>(p); }
+template <typename T>
+__device__ __forceinline__ void store16(T* p, const Vec16<T>& v) { *reinterpret_cast<Vec16<T>*>(p) = v; }
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+inline unsigned blocks_for(int64_t work, int per_block) { return unsigned((work + per_block - 1) / per_block); }
+
+// True when every pointer is 16-byte aligned and n is a whole number of 16-byte vectors of T.
+template <typename T, typename... Ptrs>
+bool vectorizable(int64_t n, const Ptrs*... ptrs) {
+  return n % Vec16<T>::kSize == 0 && ((reinterpret_cast<uintptr_t>(ptrs) % 16 == 0) && ...);
+}
+
+}  // namespace zb::cuda

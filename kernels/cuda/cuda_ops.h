@@ -1,0 +1,93 @@
+// The CUDA kernels' launchers, on raw device pointers, all asynchronous on `stream`.
+// T is float (fp32 mode) or __nv_bfloat16; statistics (mean, rstd, lse, losses) and optimizer state are fp32.
+// CudaBackend (cuda_backend.h) checks the tensors and calls these.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/attention_shape.h"
+#include "kernels/optimizer_params.h"
+
+namespace zb::cuda {
+
+// Device scratch memory handed to a launcher that needs temporary space (stream-ordered reuse).
+struct Scratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+template <typename S, typename D>
+void convert(const S* src, D* dst, int64_t n, cudaStream_t stream);
+
+template <typename T>
+void embedding_forward(const int32_t* ids, const T* table, T* out, int64_t n, int64_t c, bool accumulate,
+                       cudaStream_t stream);
+// Bytes of scratch embedding_backward needs for n ids.
+size_t embedding_backward_scratch(int64_t n);
+template <typename T>
+void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int64_t n, int64_t c, int64_t vocab,
+                        Scratch scratch, cudaStream_t stream);
+
+// Bytes of scratch the column reductions (norm parameter gradients, bias gradients) need.
+size_t column_reduce_scratch(int64_t n, int64_t c);
+template <typename T>
+void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean, float* rstd,
+                       int64_t n, int64_t c, cudaStream_t stream);
+template <typename T>
+void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
+                        T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream);
+template <typename T>
+void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
+                     cudaStream_t stream);
+template <typename T>
+void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
+                      int64_t c, Scratch scratch, cudaStream_t stream);
+// dbias[j] += sum over rows of dout[row, j].
+template <typename T>
+void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream);
+
+template <typename T>
+void attention_forward(const T* qkv, const AttentionShape& shape, T* out, float* lse, cudaStream_t stream);
+// Bytes of scratch attention_backward needs (the per-row dot(dout, out)).
+size_t attention_backward_scratch(const AttentionShape& shape);
+template <typename T>
+void attention_backward(const T* dout, const T* qkv, const T* out, const float* lse, const AttentionShape& shape,
+                        T* dqkv, Scratch scratch, cudaStream_t stream);
+template <typename T>
+void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
+
+template <typename T>
+void gelu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream);
+template <typename T>
+void gelu_backward(const T* dout, const T* inp, T* dinp, int64_t n, cudaStream_t stream);
+template <typename T>
+void relu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream);
+template <typename T>
+void relu_backward(const T* dout, const T* inp, T* dinp, int64_t n, cudaStream_t stream);
+template <typename T>
+void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream);
+template <typename T>
+void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream);
+template <typename T>
+void residual_forward(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream);
+
+// dlogits may alias logits (then the gradient overwrites them); nullptr: losses only.
+template <typename T>
+void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t padded_vocab, int64_t vocab,
+                   float* losses, T* dlogits, float grad_scale, cudaStream_t stream);
+
+// Adds each tensor's sum of squares into partials[slot...]: call sum_of_squares_partials per tensor with
+// increasing first_slot, then sum_partials over all slots.
+constexpr int kSquarePartialsPerTensor = 256;
+template <typename T>
+void sum_of_squares_partials(const T* x, int64_t n, double* partials, cudaStream_t stream);
+void sum_partials(const double* partials, int64_t count, double* result, cudaStream_t stream);
+
+template <typename T>
+void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n,
+                    const OptimizerParams& params, cudaStream_t stream);
+
+}  // namespace zb::cuda

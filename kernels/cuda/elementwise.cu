@@ -1,0 +1,139 @@
+// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU and the residual add. Memory-bound:
+// each thread moves 16-byte vectors when the sizes and pointers allow, one element otherwise.
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace zb::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Applies fn(i) for every i in [0, n): in vectors of kVec consecutive indices when vectorised.
+template <int kVec, typename Fn>
+__global__ void for_each_kernel(int64_t n, Fn fn) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x * kVec;
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec; i < n; i += stride) fn(i);
+}
+
+template <int kVec, typename Fn>
+void launch_for_each(int64_t n, cudaStream_t stream, Fn fn) {
+  if (n == 0) return;
+  const unsigned blocks = std::min<int64_t>(blocks_for((n + kVec - 1) / kVec, kThreads), 65535u * 8);
+  for_each_kernel<kVec><<<blocks, kThreads, 0, stream>>>(n, fn);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+// out[i] = f(in[i]) (unary) elementwise, vectorised when possible.
+template <typename T, typename F>
+void unary(const T* in, T* out, int64_t n, cudaStream_t stream, F f) {
+  constexpr int kVec = Vec16<T>::kSize;
+  if (vectorizable<T>(n, in, out)) {
+    launch_for_each<kVec>(n, stream, [=] __device__(int64_t i) {
+      Vec16<T> x = load16(in + i), y;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) y.v[k] = from_float<T>(f(to_float(x.v[k])));
+      store16(out + i, y);
+    });
+  } else {
+    launch_for_each<1>(n, stream, [=] __device__(int64_t i) { out[i] = from_float<T>(f(to_float(in[i]))); });
+  }
+}
+
+// out[i] = f(a[i], b[i]) elementwise, vectorised when possible.
+template <typename T, typename F>
+void binary(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream, F f) {
+  constexpr int kVec = Vec16<T>::kSize;
+  if (vectorizable<T>(n, a, b, out)) {
+    launch_for_each<kVec>(n, stream, [=] __device__(int64_t i) {
+      Vec16<T> x = load16(a + i), y = load16(b + i), z;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) z.v[k] = from_float<T>(f(to_float(x.v[k]), to_float(y.v[k])));
+      store16(out + i, z);
+    });
+  } else {
+    launch_for_each<1>(n, stream,
+                       [=] __device__(int64_t i) { out[i] = from_float<T>(f(to_float(a[i]), to_float(b[i]))); });
+  }
+}
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+
+__device__ __forceinline__ float gelu(float x) {
+  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float th = tanhf(kGeluScale * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+}  // namespace
+
+template <typename S, typename D>
+void convert(const S* src, D* dst, int64_t n, cudaStream_t stream) {
+  launch_for_each<1>(n, stream, [=] __device__(int64_t i) { dst[i] = from_float<D>(to_float(src[i])); });
+}
+
+template <typename T>
+void gelu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream) {
+  unary(inp, out, n, stream, [] __device__(float x) { return gelu(x); });
+}
+
+template <typename T>
+void gelu_backward(const T* dout, const T* inp, T* dinp, int64_t n, cudaStream_t stream) {
+  binary(dout, inp, dinp, n, stream, [] __device__(float g, float x) { return g * gelu_grad(x); });
+}
+
+template <typename T>
+void relu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream) {
+  unary(inp, out, n, stream, [] __device__(float x) { return x > 0.0f ? x : 0.0f; });
+}
+
+template <typename T>
+void relu_backward(const T* dout, const T* inp, T* dinp, int64_t n, cudaStream_t stream) {
+  binary(dout, inp, dinp, n, stream, [] __device__(float g, float x) { return x > 0.0f ? g : 0.0f; });
+}
+
+template <typename T>
+void residual_forward(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream) {
+  binary(a, b, out, n, stream, [] __device__(float x, float y) { return x + y; });
+}
+
+template <typename T>
+void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream) {
+  launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
+    const int64_t row = i / f, j = i % f;
+    const float gate = to_float(inp[row * 2 * f + j]), up = to_float(inp[row * 2 * f + f + j]);
+    out[i] = from_float<T>(gate / (1.0f + expf(-gate)) * up);
+  });
+}
+
+template <typename T>
+void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream) {
+  launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
+    const int64_t row = i / f, j = i % f;
+    const float gate = to_float(inp[row * 2 * f + j]), up = to_float(inp[row * 2 * f + f + j]);
+    const float sig = 1.0f / (1.0f + expf(-gate)), g = to_float(dout[i]);
+    dinp[row * 2 * f + j] = from_float<T>(g * up * sig * (1.0f + gate * (1.0f - sig)));
+    dinp[row * 2 * f + f + j] = from_float<T>(g * gate * sig);
+  });
+}
+
+#define ZB_INSTANTIATE(T)                                                                 \
+  template void gelu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \
+  template void gelu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);         \
+  template void relu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \
+  template void relu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);         \
+  template void residual_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t);      \
+  template void swiglu_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);         \
+  template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
+ZB_INSTANTIATE(float)
+ZB_INSTANTIATE(bf16)
+
+template void convert<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
+template void convert<bf16, float>(const bf16*, float*, int64_t, cudaStream_t);
+template void convert<float, float>(const float*, float*, int64_t, cudaStream_t);
+template void convert<bf16, bf16>(const bf16*, bf16*, int64_t, cudaStream_t);
+
+}  // namespace zb::cuda

@@ -1,0 +1,113 @@
+// Embedding lookup, and its deterministic backward: the (id, position) pairs are sorted by id with CUB's
+// stable radix sort, then one warp per distinct id sums that id's gradient rows in position order and adds
+// the sum to the table row once. No atomics: the same bits on every run.
+#include <cub/device/device_radix_sort.cuh>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace zb::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void embedding_forward_kernel(const int32_t* ids, const T* table, T* out, int64_t n, int64_t c,
+                                         bool accumulate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * c) return;
+  const int64_t row = i / c, col = i % c;
+  const float value = to_float(table[int64_t(ids[row]) * c + col]);
+  out[i] = from_float<T>(accumulate ? to_float(out[i]) + value : value);
+}
+
+__global__ void iota_kernel(int32_t* values, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) values[i] = int32_t(i);
+}
+
+// One warp per sorted entry; only the warp at the first entry of each id's run does the work.
+template <typename T>
+__global__ void embedding_backward_kernel(const int32_t* sorted_ids, const int32_t* sorted_positions, const T* dout,
+                                          T* dtable, int64_t n, int64_t c) {
+  const int64_t start = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (start >= n || (start > 0 && sorted_ids[start] == sorted_ids[start - 1])) return;
+  const int32_t id = sorted_ids[start];
+  int64_t end = start + 1;
+  while (end < n && sorted_ids[end] == id) ++end;
+  T* row = dtable + int64_t(id) * c;
+  for (int64_t col = lane; col < c; col += 32) {
+    float sum = 0.0f;
+    for (int64_t k = start; k < end; ++k) sum += to_float(dout[int64_t(sorted_positions[k]) * c + col]);
+    row[col] = from_float<T>(to_float(row[col]) + sum);
+  }
+}
+
+// Scratch layout: sorted ids | positions | sorted positions | CUB's temporary storage.
+struct SortBuffers {
+  int32_t* sorted_ids;
+  int32_t* positions;
+  int32_t* sorted_positions;
+  void* cub_storage;
+  size_t cub_bytes;
+};
+
+size_t cub_sort_bytes(int64_t n) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                  static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), int(n));
+  return bytes;
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+SortBuffers carve(Scratch scratch, int64_t n) {
+  auto* base = static_cast<char*>(scratch.data);
+  const size_t ids_bytes = aligned(size_t(n) * sizeof(int32_t));
+  return {reinterpret_cast<int32_t*>(base), reinterpret_cast<int32_t*>(base + ids_bytes),
+          reinterpret_cast<int32_t*>(base + 2 * ids_bytes), base + 3 * ids_bytes, cub_sort_bytes(n)};
+}
+
+int significant_bits(int64_t vocab) {
+  int bits = 1;
+  while ((int64_t(1) << bits) < vocab) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+template <typename T>
+void embedding_forward(const int32_t* ids, const T* table, T* out, int64_t n, int64_t c, bool accumulate,
+                       cudaStream_t stream) {
+  if (n * c == 0) return;
+  embedding_forward_kernel<<<blocks_for(n * c, kThreads), kThreads, 0, stream>>>(ids, table, out, n, c, accumulate);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+size_t embedding_backward_scratch(int64_t n) { return 3 * aligned(size_t(n) * sizeof(int32_t)) + cub_sort_bytes(n); }
+
+template <typename T>
+void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int64_t n, int64_t c, int64_t vocab,
+                        Scratch scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  ZB_CHECK(scratch.bytes >= embedding_backward_scratch(n), "embedding_backward scratch too small");
+  SortBuffers b = carve(scratch, n);
+  iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(b.positions, n);
+  ZB_CUDA_CHECK_LAUNCH();
+  ZB_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(b.cub_storage, b.cub_bytes, ids, b.sorted_ids, b.positions,
+                                                b.sorted_positions, int(n), 0, significant_bits(vocab), stream));
+  embedding_backward_kernel<<<blocks_for(n, kThreads / 32), kThreads, 0, stream>>>(b.sorted_ids, b.sorted_positions,
+                                                                                    dout, dtable, n, c);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+#define ZB_INSTANTIATE(T)                                                                                \
+  template void embedding_forward<T>(const int32_t*, const T*, T*, int64_t, int64_t, bool, cudaStream_t); \
+  template void embedding_backward<T>(const int32_t*, const T*, T*, int64_t, int64_t, int64_t, Scratch,   \
+                                      cudaStream_t);
+ZB_INSTANTIATE(float)
+ZB_INSTANTIATE(bf16)
+
+}  // namespace zb::cuda

@@ -1,0 +1,109 @@
+// The fused optimizer update (AdamW, Adam, SGD with momentum) over fp32 master weights and moments, with
+// the gradient scale (clipping) folded in and the model's copy of the weights written in its dtype; and the
+// deterministic sum of squares behind the global gradient norm.
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace zb::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void adam_kernel(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bias1,
+                            float bias2, bool decoupled) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float g = to_float(grad[i]) * grad_scale;
+  float p = master[i];
+  if (!decoupled) g += weight_decay * p;
+  const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+  const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+  m[i] = mi;
+  v[i] = vi;
+  if (decoupled) p -= lr * weight_decay * p;
+  p -= lr * (mi / bias1) / (sqrtf(vi / bias2) + eps);
+  master[i] = p;
+  if (params_out) params_out[i] = from_float<T>(p);
+}
+
+template <typename T>
+__global__ void sgd_kernel(float* master, const T* grad, float* momentum_buffer, T* params_out, int64_t n, float lr,
+                           float momentum, float weight_decay, float grad_scale) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float p = master[i];
+  const float g = to_float(grad[i]) * grad_scale + weight_decay * p;
+  const float b = momentum * momentum_buffer[i] + g;
+  momentum_buffer[i] = b;
+  p -= lr * b;
+  master[i] = p;
+  if (params_out) params_out[i] = from_float<T>(p);
+}
+
+// Block b sums elements b, b + blocks, ... in fp64 (a fixed assignment), then the block's warps in order.
+template <typename T>
+__global__ void sum_of_squares_kernel(const T* x, int64_t n, double* partials) {
+  double acc = 0.0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const double v = to_float(x[i]);
+    acc += v * v;
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  __shared__ double warps[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) total += warps[w];
+    partials[blockIdx.x] = total;
+  }
+}
+
+__global__ void sum_partials_kernel(const double* partials, int64_t count, double* result) {
+  double total = 0.0;
+  for (int64_t i = 0; i < count; ++i) total += partials[i];
+  *result = total;
+}
+
+}  // namespace
+
+template <typename T>
+void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n,
+                    const OptimizerParams& p, cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned blocks = blocks_for(n, kThreads);
+  if (p.kind == OptimizerKind::sgd) {
+    sgd_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, params_out, n, p.lr, p.momentum, p.weight_decay,
+                                                p.grad_scale);
+  } else {
+    const float bias1 = 1.0f - std::pow(p.beta1, float(p.step));
+    const float bias2 = 1.0f - std::pow(p.beta2, float(p.step));
+    adam_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, v, params_out, n, p.lr, p.beta1, p.beta2, p.eps,
+                                                 p.weight_decay, p.grad_scale, bias1, bias2,
+                                                 p.kind == OptimizerKind::adamw);
+  }
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void sum_of_squares_partials(const T* x, int64_t n, double* partials, cudaStream_t stream) {
+  sum_of_squares_kernel<<<kSquarePartialsPerTensor, kThreads, 0, stream>>>(x, n, partials);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+void sum_partials(const double* partials, int64_t count, double* result, cudaStream_t stream) {
+  sum_partials_kernel<<<1, 1, 0, stream>>>(partials, count, result);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+#define ZB_INSTANTIATE(T)                                                                                   \
+  template void optimizer_step<T>(float*, const T*, float*, float*, T*, int64_t, const OptimizerParams&,    \
+                                  cudaStream_t);                                                          \
+  template void sum_of_squares_partials<T>(const T*, int64_t, double*, cudaStream_t);
+ZB_INSTANTIATE(float)
+ZB_INSTANTIATE(bf16)
+
+}  // namespace zb::cuda

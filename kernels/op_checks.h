@@ -1,0 +1,38 @@
+// Argument checks shared by every backend: each function validates one op's tensors (device, dtype, shape)
+// exactly as backend.h's contract states and returns the sizes the kernels need. A mismatch throws zb::Error
+// naming the argument, what it is, and what was expected.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/attention_shape.h"
+
+namespace zb::checks {
+
+// The last axis is C; everything before it counts as rows.
+struct Rows {
+  int64_t n, c;
+};
+
+Rows embedding(const Tensor& ids, const Tensor& table, const Tensor& out, Device device);
+Rows layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out, const Tensor& mean,
+               const Tensor& rstd, Device device);
+Rows rmsnorm(const Tensor& x, const Tensor& weight, const Tensor& out, const Tensor& rstd, Device device);
+// Returns n, k, m of out[n, m] = inp[n, k] weight[m, k]^T; bias may be empty.
+struct MatmulDims {
+  int64_t n, k, m;
+};
+MatmulDims matmul(const Tensor& inp, const Tensor& weight, const Tensor& bias, const Tensor& out, Device device);
+void attention(const Tensor& qkv, const AttentionShape& shape, const Tensor& out, const Tensor& lse, Device device);
+void rope(const Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape, Device device);
+int64_t same_shape(const Tensor& a, const Tensor& b, const char* what, Device device);  // returns numel
+Rows swiglu(const Tensor& inp, const Tensor& out, Device device);                      // returns n, f
+Rows cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, const Tensor& losses, Device device);
+void optimizer(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& params_out,
+               bool needs_v, Device device);
+
+void on_device(const Tensor& t, Device device, const char* what);
+void expect(const Tensor& t, const char* what, Shape shape, DType dtype, Device device);
+
+}  // namespace zb::checks
