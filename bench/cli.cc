@@ -1,5 +1,6 @@
 #include "bench/cli.h"
 
+#include <cmath>
 #include <iostream>
 
 #include "core/cuda_devices.h"
@@ -25,12 +26,12 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("grad-accum", po::value(&v.grad_accum)->default_value(v.grad_accum), "micro-batches per optimizer step")
     ("lr", po::value(&v.lr)->default_value(v.lr), "learning rate (constant)")
     ("optimizer", po::value(&v.optimizer)->default_value(v.optimizer), "adamw, adam or sgd")
-    ("weight-decay", po::value(&v.weight_decay)->default_value(v.weight_decay, "0.01 for adamw, 0 otherwise"),
-     "weight decay (decoupled for adamw, L2 for adam and sgd)")
+    ("weight-decay", po::value<double>()->notifier([&v](double x) { v.weight_decay = x; }),
+     "weight decay, decoupled for adamw, L2 for adam and sgd (default: 0.01 for adamw, 0 otherwise)")
     ("momentum", po::value(&v.momentum)->default_value(v.momentum), "SGD momentum")
     ("grad-clip", po::value(&v.grad_clip)->default_value(v.grad_clip), "global gradient-norm bound (0: no clipping)")
     ("seed", po::value(&v.seed)->default_value(v.seed), "seed of the initialisation and the synthetic tokens")
-    ("device", po::value(&v.device)->default_value(v.device, "cuda if a GPU exists, else cpu"), "cpu or cuda")
+    ("device", po::value(&v.device)->default_value(v.device, "cpu"), "cpu or cuda")
     ("data", po::value(&v.data)->default_value(v.data, "synthetic"),
      "token files (a glob, quoted), read in sorted order; synthetic uniform tokens when absent")
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
@@ -50,12 +51,31 @@ auto parse_flag(const char* flag, Parse parse) {
   }
 }
 
+// Bounds that keep every size computed from the flags (tokens per micro-batch, their int32 positions) far
+// from overflow.
+constexpr int64_t kMaxTokensPerMicroBatch = int64_t(1) << 30;
+constexpr int64_t kMaxCount = int64_t(1) << 30;
+
 void require_positive(int64_t value, const char* flag) {
-  if (value <= 0) throw UsageError(cat("--", flag, ": must be a positive integer, got ", value));
+  if (value <= 0 || value > kMaxCount) {
+    throw UsageError(cat("--", flag, ": must be an integer in [1, ", kMaxCount, "], got ", value));
+  }
+}
+
+// A finite value in [lo, hi] that survives the conversion to float without becoming 0 or infinite.
+float require_real(double value, const char* flag, double lo, double hi, bool zero_allowed) {
+  const float narrow = float(value);
+  const bool ok = std::isfinite(value) && lo <= value && value <= hi && std::isfinite(narrow) &&
+                  (zero_allowed || narrow != 0.0f);
+  if (!ok) {
+    throw UsageError(cat("--", flag, ": must be a ", zero_allowed ? "" : "non-zero ", "number in [", lo, ", ", hi,
+                         "] that fp32 can hold, got ", value));
+  }
+  return narrow;
 }
 
 Device resolve_device(const std::string& requested) {
-  if (requested.empty()) return Device::cpu();  // the CUDA backend is not part of this build yet
+  if (requested.empty()) return Device::cpu();  // until the trainer drives the CUDA backend
   Device device = parse_flag("device", [&] { return parse_device(requested); });
   if (device.is_cuda()) {
     const int gpus = cuda_device_count();
@@ -80,17 +100,19 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (o.seq > o.model.max_seq_len) {
     throw UsageError(cat("--seq-length: ", o.seq, " exceeds ", o.model.name, "'s maximum of ", o.model.max_seq_len));
   }
+  if (o.batch > kMaxTokensPerMicroBatch / o.seq) {
+    throw UsageError(cat("--batch-size: ", o.batch, " x --seq-length ", o.seq, " exceeds ", kMaxTokensPerMicroBatch,
+                         " tokens per micro-batch"));
+  }
   o.grad_accum = f.grad_accum;
-  if (!(f.lr > 0)) throw UsageError(cat("--lr: must be positive, got ", f.lr));
   o.optimizer.kind = parse_flag("optimizer", [&] { return parse_optimizer_kind(f.optimizer); });
-  o.optimizer.lr = float(f.lr);
-  o.optimizer.weight_decay = f.weight_decay >= 0 ? float(f.weight_decay)
+  o.optimizer.lr = require_real(f.lr, "lr", 0.0, 1e3, /*zero_allowed=*/false);
+  o.optimizer.weight_decay = f.weight_decay ? require_real(*f.weight_decay, "weight-decay", 0.0, 1e3, true)
                              : o.optimizer.kind == OptimizerKind::adamw ? 0.01f : 0.0f;
-  if (f.momentum < 0 || f.momentum >= 1) throw UsageError(cat("--momentum: must be in [0, 1), got ", f.momentum));
-  o.optimizer.momentum = float(f.momentum);
-  if (f.grad_clip < 0) throw UsageError(cat("--grad-clip: must be 0 (off) or positive, got ", f.grad_clip));
-  o.grad_clip = float(f.grad_clip);
-  o.seed = f.seed;
+  o.optimizer.momentum = require_real(f.momentum, "momentum", 0.0, 0.999999, true);
+  o.grad_clip = require_real(f.grad_clip, "grad-clip", 0.0, 1e30, true);
+  if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
+  o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
   o.dtype = DType::f32;
   run.num_steps = f.num_steps;

@@ -1,9 +1,10 @@
-// Command-line plumbing shared by train, zero_bench and offload_bench: the training flags (Boost.Program_options),
-// their validation into TrainingOptions, and the exit-code policy (bad input: 2, failure: 1).
+// Command-line plumbing shared by the programs: the training flags (Boost.Program_options), their
+// validation into TrainingOptions, and the exit-code policy (bad input: 2, failure: 1).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/program_options.hpp>
@@ -23,11 +24,11 @@ struct TrainingFlags {
   int64_t grad_accum = 1;
   double lr = 3e-4;
   std::string optimizer = "adamw";
-  double weight_decay = -1;  // < 0: the optimizer's torch default (0.01 for adamw, 0 otherwise)
+  std::optional<double> weight_decay;  // absent: the optimizer's torch default (0.01 for adamw, 0 otherwise)
   double momentum = 0.9;
   double grad_clip = 1.0;
-  uint64_t seed = 42;
-  std::string device;  // empty: cuda where a GPU exists, otherwise cpu
+  int64_t seed = 42;
+  std::string device;  // empty: the default device (see resolve in cli.cc)
   std::string data;    // empty: synthetic tokens
   std::string data_format = "llmc";
 };

@@ -12,6 +12,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }
 
 void* HostMemory::allocate(size_t bytes) {
+  if (bytes > SIZE_MAX - alignment_) return nullptr;  // rounding up would wrap around
   size_t rounded = (bytes + alignment_ - 1) / alignment_ * alignment_;
   return std::aligned_alloc(alignment_, rounded == 0 ? alignment_ : rounded);
 }

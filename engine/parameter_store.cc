@@ -5,7 +5,7 @@ namespace zb {
 ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype,
                                bool needs_second_moment)
     : layout_(layout), dtype_(dtype) {
-  const bool separate_master = dtype != DType::f32 && dtype != DType::f64;
+  const bool separate_master = has_separate_master(dtype);
   const DType state_dtype = separate_master ? DType::f32 : dtype;
   for (const ParameterUnit& unit : layout.units()) {
     const Shape flat{unit.numel};

@@ -15,6 +15,11 @@ class ParameterStore {
  public:
   // needs_second_moment: Adam and AdamW keep v; SGD does not.
   ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment);
+  ParameterStore(const ParameterStore&) = delete;  // refers to its layout, which must outlive it
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  // fp32 master weights are separate buffers only when the model's own dtype is 16-bit.
+  static bool has_separate_master(DType dtype) { return dtype != DType::f32 && dtype != DType::f64; }
 
   // Fills the weights from the layout's seeded initialisation and zeroes gradients and optimizer state.
   void initialize(Backend& backend, uint64_t seed);
@@ -27,6 +32,8 @@ class ParameterStore {
   Tensor params(size_t u) const { return view(params_[u], u, dtype_); }
   Tensor grads(size_t u) const { return view(grads_[u], u, dtype_); }
   Tensor master(size_t u) const { return master_.empty() ? params(u) : view(master_[u], u, DType::f32); }
+  // The model's weights when they are not the master weights themselves (16-bit training), else empty.
+  Tensor model_copy(size_t u) const { return master_.empty() ? Tensor{} : params(u); }
   Tensor first_moment(size_t u) const { return view(m_[u], u, master_dtype()); }
   Tensor second_moment(size_t u) const { return v_.empty() ? Tensor{} : view(v_[u], u, master_dtype()); }
   std::vector<Tensor> all_params() const;

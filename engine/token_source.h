@@ -39,7 +39,8 @@ std::unique_ptr<TokenSource> make_synthetic_tokens(BatchGeometry geometry, int64
 
 // Tokens read in order from the files matching `glob_pattern` (sorted), wrapping around at the end.
 // Throws UsageError when nothing matches, IoError for an unreadable, truncated or malformed file or an id
-// outside [0, vocab).
+// outside [0, vocab). Sizes and headers of all files are checked here; each file's ids when it is loaded
+// (the first one here, later ones when training reaches them).
 std::unique_ptr<TokenSource> make_file_tokens(const std::string& glob_pattern, TokenFileFormat format,
                                               BatchGeometry geometry, int64_t vocab);
 

@@ -40,13 +40,14 @@ StepStats Trainer::step() {
   if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
 
   const double norm = global_gradient_norm();
+  if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
   OptimizerParams params = options_.optimizer;
   params.step = ++step_;
   // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
   if (options_.grad_clip > 0) params.grad_scale = float(std::min(1.0, options_.grad_clip / (norm + 1e-6)));
   for (size_t u = 0; u < store_.unit_count(); ++u) {
     Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
-    Tensor model_copy = options_.dtype == DType::f32 || options_.dtype == DType::f64 ? Tensor{} : store_.params(u);
+    Tensor model_copy = store_.model_copy(u);
     backend_.optimizer_step(master, store_.grads(u), m, v, model_copy, params);
   }
   backend_.synchronize();

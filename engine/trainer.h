@@ -35,6 +35,8 @@ struct StepStats {
 class Trainer {
  public:
   Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data);
+  Trainer(const Trainer&) = delete;  // its store and model refer to its layout
+  Trainer& operator=(const Trainer&) = delete;
 
   StepStats step();
 

@@ -11,8 +11,8 @@ void on_device(const Tensor& t, Device device, const char* what) {
 
 void expect(const Tensor& t, const char* what, Shape shape, DType dtype, Device device) {
   on_device(t, device, what);
-  ZB_CHECK(t.shape.numel() == shape.numel() && t.dtype == dtype, what, " is ", t.describe(), ", expected ",
-           dtype_name(dtype), shape.to_string());
+  ZB_CHECK(t.shape == shape && t.dtype == dtype, what, " is ", t.describe(), ", expected ", dtype_name(dtype),
+           shape.to_string());
 }
 
 namespace {

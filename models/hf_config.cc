@@ -53,12 +53,18 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw Error(cat("unsupported configuration: ", what));
 }
 
+// GPT-2 and OPT split the width evenly over the heads (Hugging Face refuses anything else).
+int64_t even_head_dim(int64_t width, int64_t heads) {
+  require(heads > 0 && width % heads == 0, cat("the width ", width, " does not split evenly over ", heads, " heads"));
+  return width / heads;
+}
+
 TransformerConfig from_gpt2(const Fields& f) {
   TransformerConfig c;
   c.n_layer = f.required<int64_t>("n_layer");
   c.n_head = c.n_kv_head = f.required<int64_t>("n_head");
   c.d_model = f.required<int64_t>("n_embd");
-  c.head_dim = c.n_head ? c.d_model / c.n_head : 0;
+  c.head_dim = even_head_dim(c.d_model, c.n_head);
   c.d_ff = f.optional<int64_t>("n_inner", 4 * c.d_model);
   c.vocab_size = f.required<int64_t>("vocab_size");
   c.max_seq_len = f.optional<int64_t>("n_positions", 1024);
@@ -67,6 +73,8 @@ TransformerConfig from_gpt2(const Fields& f) {
   const auto activation = f.optional<std::string>("activation_function", "gelu_new");
   require(activation == "gelu_new" || activation == "gelu_pytorch_tanh",
           cat("activation_function '", activation, "' (the tanh GELU, gelu_new, is supported)"));
+  require(f.optional<bool>("scale_attn_weights", true), "scale_attn_weights false (unscaled attention)");
+  require(!f.optional<bool>("scale_attn_by_inverse_layer_idx", false), "scale_attn_by_inverse_layer_idx true");
   return c;
 }
 
@@ -76,7 +84,7 @@ TransformerConfig from_opt(const Fields& f) {
   c.n_layer = f.required<int64_t>("num_hidden_layers");
   c.n_head = c.n_kv_head = f.required<int64_t>("num_attention_heads");
   c.d_model = f.required<int64_t>("hidden_size");
-  c.head_dim = c.n_head ? c.d_model / c.n_head : 0;
+  c.head_dim = even_head_dim(c.d_model, c.n_head);
   c.d_ff = f.required<int64_t>("ffn_dim");
   c.vocab_size = f.required<int64_t>("vocab_size");
   c.max_seq_len = f.required<int64_t>("max_position_embeddings");
@@ -102,7 +110,7 @@ TransformerConfig from_llama(const Fields& f) {
   c.n_head = f.required<int64_t>("num_attention_heads");
   c.n_kv_head = f.optional<int64_t>("num_key_value_heads", c.n_head);
   c.d_model = f.required<int64_t>("hidden_size");
-  c.head_dim = f.optional<int64_t>("head_dim", c.n_head ? c.d_model / c.n_head : 0);
+  c.head_dim = f.optional<int64_t>("head_dim", c.n_head > 0 ? c.d_model / c.n_head : 0);
   c.d_ff = f.required<int64_t>("intermediate_size");
   c.vocab_size = f.required<int64_t>("vocab_size");
   c.max_seq_len = f.optional<int64_t>("max_position_embeddings", 2048);
@@ -116,6 +124,9 @@ TransformerConfig from_llama(const Fields& f) {
   require(activation == "silu", cat("hidden_act '", activation, "' (Llama uses silu)"));
 
   // Newer files keep rope_theta and the scaling inside "rope_parameters"; older ones at the top level.
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (f.has(key) && !f.at(key).is_object()) throw Error(cat("field '", key, "' must be an object"));
+  }
   const json empty = json::object();
   const Fields rope(f.has("rope_parameters") ? f.at("rope_parameters") : f.has("rope_scaling") ? f.at("rope_scaling")
                                                                                                   : empty);

@@ -119,9 +119,12 @@ std::vector<std::string> known_model_names() {
 TransformerConfig resolve_model(std::string_view name_or_path) {
   const std::string key = lowercase(name_or_path);
   for (const auto& entry : registry()) {
-    if (lowercase(entry.config.name) == key) return entry.config;
-    for (const auto& alias : entry.aliases)
-      if (lowercase(alias) == key) return entry.config;
+    bool match = lowercase(entry.config.name) == key;
+    for (const auto& alias : entry.aliases) match = match || lowercase(alias) == key;
+    if (match) {
+      entry.config.validate();
+      return entry.config;
+    }
   }
   std::filesystem::path path(name_or_path);
   std::error_code ec;

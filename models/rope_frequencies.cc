@@ -1,6 +1,7 @@
 #include "models/rope_frequencies.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace zb {
 
@@ -16,7 +17,7 @@ std::vector<double> rope_inverse_frequencies(const TransformerConfig& c) {
   const double low_freq_wavelen = old_context / s.low_freq_factor;
   const double high_freq_wavelen = old_context / s.high_freq_factor;
   for (double& f : inv_freq) {
-    const double wavelen = 2.0 * M_PI / f;
+    const double wavelen = 2.0 * std::numbers::pi / f;
     if (wavelen > low_freq_wavelen) {
       f /= s.factor;
     } else if (wavelen >= high_freq_wavelen) {

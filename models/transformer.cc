@@ -145,21 +145,24 @@ void Transformer::mlp_activation_backward(const Tensor& dout, const Tensor& inp,
   }
 }
 
-double Transformer::mean_loss() {
-  const int64_t n = acts_.losses.numel();
+namespace {
+
+// Copies the per-token losses to the host and averages them in double, in token order.
+template <typename T>
+double mean_of(Backend& backend, const Tensor& losses) {
+  std::vector<T> host(losses.numel());
+  Tensor view(host.data(), losses.shape, losses.dtype, Device::cpu());
+  backend.copy(losses, view);
   double sum = 0;
-  if (acts_.losses.dtype == DType::f64) {
-    std::vector<double> host(n);
-    Tensor view(host.data(), Shape{n}, DType::f64, Device::cpu());
-    backend_.copy(acts_.losses, view);
-    for (double x : host) sum += x;
-  } else {
-    std::vector<float> host(n);
-    Tensor view(host.data(), Shape{n}, DType::f32, Device::cpu());
-    backend_.copy(acts_.losses, view);
-    for (float x : host) sum += x;
-  }
-  return sum / double(n);
+  for (T x : host) sum += x;
+  return sum / double(host.size());
+}
+
+}  // namespace
+
+double Transformer::mean_loss() {
+  return acts_.losses.dtype == DType::f64 ? mean_of<double>(backend_, acts_.losses)
+                                          : mean_of<float>(backend_, acts_.losses);
 }
 
 }  // namespace zb

@@ -18,6 +18,8 @@ class Transformer {
   // Sized for micro-batches of batch x seq tokens in `dtype` on the backend's device.
   Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype, int64_t batch,
               int64_t seq);
+  Transformer(const Transformer&) = delete;  // holds views into its own buffers and a backend reference
+  Transformer& operator=(const Transformer&) = delete;
 
   void bind_parameters(ModelTensors parameters) { params_ = std::move(parameters); }
   void bind_gradients(ModelTensors gradients) { grads_ = std::move(gradients); }
@@ -42,7 +44,7 @@ class Transformer {
   void mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp);
   double mean_loss();
 
-  const TransformerConfig& config_;
+  const TransformerConfig config_;
   Backend& backend_;
   int64_t batch_, seq_;
   AttentionShape attention_shape_;

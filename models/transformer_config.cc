@@ -1,5 +1,7 @@
 #include "models/transformer_config.h"
 
+#include <cmath>
+
 #include "core/errors.h"
 #include "core/strings.h"
 
@@ -9,13 +11,32 @@ void TransformerConfig::validate() const {
   auto require = [&](bool ok, const std::string& what) {
     if (!ok) throw Error(cat("model '", name, "': ", what));
   };
-  require(n_layer > 0 && n_head > 0 && d_model > 0 && d_ff > 0, "layers, heads, width and FFN width must be positive");
-  require(vocab_size > 0 && max_seq_len > 0, "vocabulary size and maximum sequence length must be positive");
-  require(n_kv_head > 0 && n_head % n_kv_head == 0,
+  // Bounds far above any real model that keep every size derived from them (parameter counts, element
+  // offsets, int32 token ids and positions) from overflowing.
+  constexpr int64_t kMaxDim = int64_t(1) << 20, kMaxVocab = int64_t(1) << 24, kMaxSeq = int64_t(1) << 24;
+  auto in_range = [](int64_t v, int64_t hi) { return 0 < v && v <= hi; };
+  require(in_range(n_layer, 4096) && in_range(n_head, 4096) && in_range(n_kv_head, 4096),
+          "layers and heads must be in [1, 4096]");
+  require(in_range(d_model, kMaxDim) && in_range(d_ff, kMaxDim) && in_range(head_dim, 4096),
+          cat("width, FFN width and head dimension must be in [1, ", kMaxDim, "]"));
+  require(in_range(vocab_size, kMaxVocab), cat("the vocabulary size must be in [1, ", kMaxVocab, "]"));
+  require(in_range(max_seq_len, kMaxSeq) && 0 <= position_offset && position_offset <= 1024,
+          cat("the maximum sequence length must be in [1, ", kMaxSeq, "]"));
+  require(n_head % n_kv_head == 0,
           cat("attention heads (", n_head, ") must be a multiple of key/value heads (", n_kv_head, ")"));
-  require(head_dim > 0 && head_dim % 2 == 0, cat("head dimension ", head_dim, " must be positive and even"));
-  require(norm_eps > 0, "the norm epsilon must be positive");
-  require(position != PositionKind::rotary || rope_theta > 0, "rope_theta must be positive");
+  require(n_head * head_dim <= kMaxDim, "heads x head dimension is too large");
+  require(position != PositionKind::rotary || head_dim % 2 == 0,
+          cat("the head dimension ", head_dim, " must be even for rotary embeddings"));
+  require(std::isfinite(norm_eps) && norm_eps > 0, "the norm epsilon must be positive");
+  require(position != PositionKind::rotary || (std::isfinite(rope_theta) && rope_theta > 1), "rope_theta must be > 1");
+  if (rope_scaling) {
+    const Llama3RopeScaling& s = *rope_scaling;
+    require(std::isfinite(s.factor) && s.factor > 0 && std::isfinite(s.low_freq_factor) && s.low_freq_factor > 0 &&
+                std::isfinite(s.high_freq_factor) && s.high_freq_factor > s.low_freq_factor &&
+                s.original_max_position > 0,
+            "llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+            "original_max_position_embeddings > 0");
+  }
 }
 
 int64_t parameter_count(const TransformerConfig& c) {

@@ -6,22 +6,38 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build pkg-config
+packages=(build-essential cmake ninja-build
           libopenmpi-dev openmpi-bin
           libboost-program-options-dev nlohmann-json3-dev libgtest-dev libaio-dev)
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+apt_install() {
+  echo "setup: installing $*"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
 
 missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
+((${#missing[@]} == 0)) || apt_install "${missing[@]}"
+
+# NCCL is not part of every CUDA toolkit install: look in the toolkit and the system folders, and otherwise
+# take libnccl-dev from NVIDIA's CUDA apt repository (how the toolkit is usually installed on Debian/Ubuntu).
+nccl_found() {
+  compgen -G "$cuda_home/include/nccl.h" >/dev/null || compgen -G "/usr/include/nccl.h" >/dev/null
+}
+if ! nccl_found; then
+  if apt-cache show libnccl-dev >/dev/null 2>&1; then
+    apt_install libnccl-dev libnccl2
+  else
+    echo "setup: NCCL was not found (no nccl.h in $cuda_home/include or /usr/include) and no apt source offers" >&2
+    echo "       libnccl-dev. Add NVIDIA's CUDA apt repository, or set NCCL_ROOT to an NCCL install." >&2
+    [[ -n ${NCCL_ROOT:-} ]] || exit 1
+  fi
 fi
 
-cuda_home=${CUDA_HOME:-/usr/local/cuda}
 nvcc=$(command -v nvcc || true)
 [[ -n $nvcc ]] || nvcc="$cuda_home/bin/nvcc"
 if [[ ! -x $nvcc ]]; then

@@ -1,5 +1,6 @@
 // Elementwise activations (GELU tanh, ReLU, SwiGLU) and the residual add.
 #include <cmath>
+#include <numbers>
 
 #include "kernels/cpu/cpu_ops.h"
 
@@ -7,7 +8,7 @@ namespace zb::cpu {
 
 template <typename T>
 void gelu_forward(const T* inp, T* out, int64_t n) {
-  const T k = std::sqrt(T(2) / T(M_PI));
+  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T x = inp[i];
@@ -17,7 +18,7 @@ void gelu_forward(const T* inp, T* out, int64_t n) {
 
 template <typename T>
 void gelu_backward(const T* dout, const T* inp, T* dinp, int64_t n) {
-  const T k = std::sqrt(T(2) / T(M_PI));
+  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T x = inp[i];

@@ -245,7 +245,7 @@ void CpuBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, T
     cpu::optimizer_step<T>(master.as<T>(), grad.as<T>(), m.as<T>(), v.empty() ? nullptr : v.as<T>(), master.numel(),
                            params);
   });
-  if (!params_out.empty()) copy(master, params_out);
+  if (!params_out.empty()) convert(master, params_out);
 }
 
 }  // namespace zb

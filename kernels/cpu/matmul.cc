@@ -20,7 +20,6 @@ void matmul_forward(const T* inp, const T* weight, const T* bias, T* out, int64_
 template <typename T>
 void matmul_backward(const T* dout, const T* inp, const T* weight, T* dinp, T* dweight, T* dbias, int64_t n, int64_t k,
                      int64_t m) {
-  // dinp[row] = sum_col dout[row, col] * weight[col]
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < n; ++row) {
     T* dx = dinp + row * k;
@@ -31,7 +30,7 @@ void matmul_backward(const T* dout, const T* inp, const T* weight, T* dinp, T* d
       for (int64_t i = 0; i < k; ++i) dx[i] += g * w[i];
     }
   }
-  // dweight[col] += sum_row dout[row, col] * inp[row]; dbias[col] += sum_row dout[row, col]
+  // One thread per output feature: it alone writes that row of dweight and that bias element.
 #pragma omp parallel for schedule(static)
   for (int64_t col = 0; col < m; ++col) {
     T* dw = dweight + col * k;

@@ -7,6 +7,7 @@
 
 #include "support/run_program.h"
 #include "support/temp_dir.h"
+#include "support/token_files.h"
 
 namespace zb {
 namespace {
@@ -41,10 +42,13 @@ struct BadInput {
 class TrainCliBadInput : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(TrainCliBadInput, ExitsWithCode2AndNamesTheFlag) {
-  const auto r = run_program("train", std::string("--num-steps 1000000 ") + GetParam().arguments);
+  // A tiny model and one step, so that input wrongly accepted shows up as a finished step, not a long run.
+  const std::string arguments = GetParam().arguments;
+  const std::string model = arguments.find("--model") == std::string::npos ? "--model gpt2-tiny " : "";
+  const auto r = run_program("train", model + "--num-steps 1 " + arguments);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(GetParam().expected), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "no training before the error";
+  EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -52,40 +56,42 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadInput{"--model gpt5", "--model: unknown model 'gpt5'"},
                       BadInput{"--model gpt5", "llama-tiny"},
                       BadInput{"--optimizer lion", "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd)"},
-                      BadInput{"--batch-size 0", "--batch-size: must be a positive integer"},
+                      BadInput{"--batch-size 0", "--batch-size: must be an integer in [1, "},
+                      BadInput{"--batch-size 1152921504606846976", "--batch-size: must be an integer in [1, "},
+                      BadInput{"--batch-size 100000000 --seq-length 64", "tokens per micro-batch"},
+                      BadInput{"--momentum nan", "--momentum: must be a number in [0, "},
+                      BadInput{"--grad-clip nan", "--grad-clip: must be a number"},
+                      BadInput{"--lr inf", "--lr: must be a non-zero number"},
+                      BadInput{"--lr 1e-50", "that fp32 can hold"},
+                      BadInput{"--weight-decay -5", "--weight-decay: must be a number in [0, "},
+                      BadInput{"--seed -1", "--seed: must be a non-negative integer"},
                       BadInput{"--batch-size many", "'--batch-size' is invalid"},
                       BadInput{"--model gpt2-tiny --seq-length 4096", "--seq-length: 4096 exceeds gpt2-tiny's maximum of 64"},
                       BadInput{"--device tpu", "--device: unknown device 'tpu' (accepted: cpu, cuda, cuda:N)"},
-                      BadInput{"--lr 0", "--lr: must be positive"},
+                      BadInput{"--lr 0", "--lr: must be a non-zero number"},
                       BadInput{"--grad-clip -1", "--grad-clip"},
                       BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
                       BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
                       BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
-// Writes an llm.c shard of 1000 ids whose header claims `claimed_tokens`.
-void write_shard(const std::string& path, int32_t claimed_tokens) {
-  std::vector<int32_t> header(256, 0);
-  header[0] = 20240520;
-  header[1] = 1;
-  header[2] = claimed_tokens;
+// 1000 ids below 256, for gpt2-tiny.
+std::vector<uint16_t> shard_ids() {
   std::vector<uint16_t> ids(1000);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint16_t(i * 7 % 256);
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), 1024);
-  out.write(reinterpret_cast<const char*>(ids.data()), 2000);
+  return ids;
 }
 
 TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
   test::TempDir dir;
   const std::string arguments = "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
                                 (dir / "shard_*.bin") + "'";
-  write_shard(dir / "shard_000.bin", 1000);
+  test::write_shard(dir / "shard_000.bin", shard_ids());
   const auto ok = run_program("train", arguments);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("1 token file(s)"), std::string::npos) << ok.output;
 
-  write_shard(dir / "shard_000.bin", 5000);  // claims more tokens than the file holds
+  test::write_shard(dir / "shard_000.bin", shard_ids(), 20240520, 1, 5000);  // claims more than it holds
   const auto bad = run_program("train", arguments);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--data: token file"), std::string::npos) << bad.output;

@@ -8,20 +8,12 @@
 #include "engine/token_source.h"
 #include "support/random_inputs.h"
 #include "support/temp_dir.h"
+#include "support/token_files.h"
 
 namespace zb {
 namespace {
 
-void write_shard(const std::string& path, const std::vector<uint16_t>& ids, int32_t magic = 20240520,
-                 int32_t version = 1, int64_t claimed = -1) {
-  std::vector<int32_t> header(256, 0);
-  header[0] = magic;
-  header[1] = version;
-  header[2] = int32_t(claimed < 0 ? int64_t(ids.size()) : claimed);
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(header.data()), header.size() * 4);
-  out.write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);
-}
+using test::write_shard;
 
 void write_raw(const std::string& path, const std::vector<uint16_t>& ids) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(ids.data()), ids.size() * 2);

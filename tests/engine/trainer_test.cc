@@ -2,6 +2,8 @@
 // accumulation equals the larger batch, and running out of memory is a clean, recoverable error.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "core/errors.h"
@@ -78,6 +80,17 @@ std::vector<double> losses_of(const TrainingOptions& options, int steps, std::ve
 TEST(Trainer, TwoRunsGiveIdenticalLosses) {
   const TrainingOptions options = tiny_options("llama-tiny");
   EXPECT_EQ(losses_of(options, 5), losses_of(options, 5)) << "bit-identical: every reduction has a fixed order";
+}
+
+TEST(Trainer, LossesDoNotDependOnTheThreadCount) {
+  const TrainingOptions options = tiny_options("llama-tiny");
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = losses_of(options, 3);
+  omp_set_num_threads(3);
+  const auto three = losses_of(options, 3);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, three);
 }
 
 TEST(Trainer, GradientAccumulationEqualsTheLargerBatch) {

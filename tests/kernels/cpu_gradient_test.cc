@@ -37,7 +37,7 @@ class CpuGradient : public ::testing::Test {
 };
 
 TEST_F(CpuGradient, Embedding) {
-  const int64_t n = 9, v = 6, c = 5;
+  const int64_t n = 9, v = 6, c = 130;  // wider than one 64-column block of the backward's split
   auto ids = rnd.ids(n, int32_t(v));
   ids[3] = ids[7];  // a repeated id must accumulate both rows
   auto table = rnd.normal(v * c), r = rnd.normal(n * c);

@@ -73,14 +73,14 @@ TEST_F(CpuOptimizer, AdamAddsWeightDecayToTheGradient) {
 
 TEST_F(CpuOptimizer, SgdWithMomentumMatchesTorch) {
   const int64_t n = 20;
-  OptimizerParams p{OptimizerKind::sgd, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.8f, 1, 1.0f};
+  OptimizerParams p{OptimizerKind::sgd, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 0.8f, 1, 0.25f};
   auto p0 = rnd.normal(n);
   std::vector<std::vector<double>> grads = {rnd.normal(n), rnd.normal(n)};
   auto got = run(p, p0, grads);
   std::vector<double> x = p0, buf(n, 0.0);
   for (int s = 0; s < 2; ++s) {
     for (int64_t i = 0; i < n; ++i) {
-      const double g = grads[s][i] + double(p.weight_decay) * x[i];
+      const double g = grads[s][i] * double(p.grad_scale) + double(p.weight_decay) * x[i];
       buf[i] = s == 0 ? g : double(p.momentum) * buf[i] + g;  // torch: the buffer starts as the first gradient
       x[i] -= double(p.lr) * buf[i];
       EXPECT_NEAR(got[s][i], x[i], 1e-12) << "step " << s + 1;

@@ -1,6 +1,8 @@
 // Named configurations, Hugging Face config.json reading, and the published parameter counts.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -138,6 +140,30 @@ TEST_F(HfConfigFiles, MalformedOrUnsupportedFilesAreClearErrors) {
       "num_attention_heads": 6, "num_key_value_heads": 4, "vocab_size": 256})")
                 .find("multiple of key/value heads"),
             std::string::npos);
+  const std::string llama = R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256)";
+  EXPECT_NE(message_of("{" + llama + R"(, "rope_scaling": {"rope_type": "llama3", "factor": 0, "low_freq_factor": 1,
+      "high_freq_factor": 4, "original_max_position_embeddings": 32}})").find("llama3 rope scaling needs"),
+            std::string::npos);
+  EXPECT_NE(message_of("{" + llama + R"(, "rope_scaling": "yes"})").find("must be an object"), std::string::npos);
+  EXPECT_NE(message_of("{" + llama + R"(, "vocab_size": 9223372036854775807})").find("vocabulary size"),
+            std::string::npos);
+  const std::string gpt2 = R"("model_type": "gpt2", "n_layer": 2, "n_head": 6, "vocab_size": 256)";
+  EXPECT_NE(message_of("{" + gpt2 + R"(, "n_embd": 100})").find("does not split evenly over 6 heads"), std::string::npos);
+  EXPECT_NE(message_of("{" + gpt2 + R"(, "n_embd": 96, "scale_attn_weights": false})").find("scale_attn_weights"),
+            std::string::npos);
+  EXPECT_NE(message_of("{" + gpt2 + R"(, "n_embd": 96, "n_positions": 9223372036854775807})").find("sequence length"),
+            std::string::npos);
+}
+
+TEST(ModelRegistry, OddHeadSizesAreFineWithoutRotaryEmbeddings) {
+  TransformerConfig c = resolve_model("gpt2-tiny");
+  c.d_model = 75;
+  c.n_head = c.n_kv_head = 3;
+  c.head_dim = 25;
+  EXPECT_NO_THROW(c.validate());
+  c.position = PositionKind::rotary;
+  EXPECT_THROW(c.validate(), Error);
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) {
     t.dtype = entry.at("dtype").get<std::string>();
     t.shape = entry.at("shape").get<std::vector<int64_t>>();
     const auto offsets = entry.at("data_offsets").get<std::vector<int64_t>>();
+    const std::map<std::string, size_t> element_bytes = {{"F32", 4}, {"F64", 8}, {"I32", 4}};
+    if (!element_bytes.count(t.dtype) || offsets.at(1) - offsets.at(0) != int64_t(t.numel() * element_bytes.at(t.dtype))) {
+      throw IoError(cat("'", path, "': tensor ", name, " has a dtype or byte range that does not fit its shape"));
+    }
     t.bytes.resize(offsets.at(1) - offsets.at(0));
     in.seekg(data_start + offsets[0]);
     if (!in.read(t.bytes.data(), std::streamsize(t.bytes.size()))) throw IoError(cat("'", path, "': truncated ", name));
