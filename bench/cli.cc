@@ -31,7 +31,11 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("momentum", po::value(&v.momentum)->default_value(v.momentum), "SGD momentum")
     ("grad-clip", po::value(&v.grad_clip)->default_value(v.grad_clip), "global gradient-norm bound (0: no clipping)")
     ("seed", po::value(&v.seed)->default_value(v.seed), "seed of the initialisation and the synthetic tokens")
-    ("device", po::value(&v.device)->default_value(v.device, "cpu"), "cpu or cuda")
+    ("device", po::value(&v.device)->default_value(v.device, "cuda if a GPU is visible, else cpu"),
+     "cpu, cuda or cuda:N")
+    ("dtype", po::value(&v.dtype)->default_value(v.dtype, "bf16 on cuda, fp32 on cpu"),
+     "bf16 (mixed precision: bf16 weights, activations and gradients, fp32 master weights and optimizer "
+     "state) or fp32")
     ("data", po::value(&v.data)->default_value(v.data, "synthetic"),
      "token files (a glob, quoted), read in sorted order; synthetic uniform tokens when absent")
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
@@ -75,14 +79,25 @@ float require_real(double value, const char* flag, double lo, double hi, bool ze
 }
 
 Device resolve_device(const std::string& requested) {
-  if (requested.empty()) return Device::cpu();  // until the trainer drives the CUDA backend
+  const int gpus = cuda_device_count();
+  if (requested.empty()) return gpus > 0 ? Device::cuda(0) : Device::cpu();
   Device device = parse_flag("device", [&] { return parse_device(requested); });
-  if (device.is_cuda()) {
-    const int gpus = cuda_device_count();
-    throw UsageError(cat("--device ", requested, ": this build has no CUDA backend yet (", gpus,
-                         " GPU(s) visible); accepted: cpu"));
+  if (device.is_cuda() && device.index >= gpus) {
+    throw UsageError(gpus == 0 ? cat("--device ", requested, ": no CUDA GPU is visible; use --device cpu")
+                               : cat("--device ", requested, ": ", gpus, " GPU(s) visible (cuda:0 to cuda:",
+                                     gpus - 1, ")"));
   }
   return device;
+}
+
+DType resolve_dtype(const std::string& requested, Device device) {
+  if (requested.empty()) return device.is_cuda() ? DType::bf16 : DType::f32;
+  const DType dtype = parse_flag("dtype", [&] { return parse_dtype(requested); });
+  if (dtype != DType::f32 && dtype != DType::bf16) throw UsageError("--dtype: accepted: bf16, fp32");
+  if (device.is_cpu() && dtype != DType::f32) {
+    throw UsageError(cat("--dtype ", requested, ": the CPU backend computes in fp32 (accepted on cpu: fp32)"));
+  }
+  return dtype;
 }
 
 }  // namespace
@@ -114,7 +129,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
-  o.dtype = DType::f32;
+  o.dtype = resolve_dtype(f.dtype, run.device);
   run.num_steps = f.num_steps;
   run.data_glob = f.data;
   run.data_format = parse_token_file_format(f.data_format);  // its message names --data-format

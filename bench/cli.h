@@ -28,7 +28,8 @@ struct TrainingFlags {
   double momentum = 0.9;
   double grad_clip = 1.0;
   int64_t seed = 42;
-  std::string device;  // empty: the default device (see resolve in cli.cc)
+  std::string device;  // empty: cuda:0 when a GPU is visible, otherwise cpu
+  std::string dtype;   // empty: bf16 on a GPU, fp32 on the CPU
   std::string data;    // empty: synthetic tokens
   std::string data_format = "llmc";
 };

@@ -18,19 +18,21 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
 }
 
 void ParameterStore::initialize(Backend& backend, uint64_t seed) {
-  ZB_CHECK(dtype_ == DType::f32 || dtype_ == DType::f64, "initialisation of ", dtype_name(dtype_),
-           " weights needs a conversion the CPU backend does not have");
   for (size_t u = 0; u < params_.size(); ++u) {
+    // The values are drawn in fp32 on the host, then land in the master weights (converted on the host for
+    // the CPU backend's fp64 mode) and, in 16-bit training, are converted on the device into the model copy.
     const int64_t n = layout_.unit(u).numel;
     std::vector<float> values(n);
     layout_.initialize(u, seed, 0, n, values.data());
-    Tensor target = params(u);
-    if (dtype_ == DType::f64) {
-      std::vector<double> wide(values.begin(), values.end());
-      backend.copy(Tensor(wide.data(), Shape{n}, DType::f64, Device::cpu()), target);
+    const Tensor host(values.data(), Shape{n}, DType::f32, Device::cpu());
+    Tensor target = master(u);
+    if (target.dtype == DType::f32) {
+      backend.copy(host, target);
     } else {
-      backend.copy(Tensor(values.data(), Shape{n}, DType::f32, Device::cpu()), target);
+      backend.convert(host, target);
     }
+    Tensor model = model_copy(u);
+    if (!model.empty()) backend.convert(target, model);
     Tensor m = first_moment(u), v = second_moment(u);
     backend.fill_zero(m);
     if (!v.empty()) backend.fill_zero(v);

@@ -28,8 +28,10 @@ struct StepStats {
   int64_t step = 0;          // 1-based
   double loss = 0;           // mean over the step's tokens
   double grad_norm = 0;      // before clipping
-  double seconds = 0;
+  double seconds = 0;        // wall-clock time of the whole step
   int64_t tokens = 0;
+  // Device time of the phases (the rest of `seconds` is host work, copies and waiting).
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
 };
 
 class Trainer {

@@ -13,6 +13,12 @@
 
 namespace zb {
 
+// Device time of forward_backward calls, split where the loss has been computed.
+struct PassTimes {
+  double forward_ms = 0;
+  double backward_ms = 0;
+};
+
 class Transformer {
  public:
   // Sized for micro-batches of batch x seq tokens in `dtype` on the backend's device.
@@ -27,8 +33,9 @@ class Transformer {
   // Mean cross-entropy over the batch's tokens. tokens and targets: int32 [batch * seq] on the device.
   double forward(const Tensor& tokens, const Tensor& targets);
   // Forward, then backward: adds loss_scale * d(mean loss)/d(parameter) to every bound gradient.
-  // Returns the mean loss.
-  double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f);
+  // Returns the mean loss; adds the device time of each half to *times when given.
+  double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f,
+                          PassTimes* times = nullptr);
 
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }

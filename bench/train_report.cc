@@ -1,0 +1,64 @@
+#include "bench/train_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/strings.h"
+
+namespace zb {
+
+namespace {
+
+std::string printf_string(const char* format, auto... values) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, format, values...);
+  return buffer;
+}
+
+std::string rate_part(double tokens_per_second, const ThroughputModel& model) {
+  const double tflops = tokens_per_second * model.flops_per_token / 1e12;
+  std::string s = printf_string(" | %.4g TFLOP/s", tflops);
+  if (model.peak_tflops) s += printf_string(" | MFU %.1f%%", 100.0 * tflops / *model.peak_tflops);
+  return s;
+}
+
+}  // namespace
+
+std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model) {
+  const double tokens_per_second = double(s.tokens) / s.seconds;
+  return printf_string("step %lld/%lld | loss %.4f | %.1f ms | %.0f tok/s", (long long)s.step, (long long)num_steps,
+                       s.loss, s.seconds * 1e3, tokens_per_second) +
+         rate_part(tokens_per_second, model);
+}
+
+std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, const ThroughputModel& model,
+                           const TrackingAllocator& allocator) {
+  const size_t first = size_t(std::clamp<int64_t>(warmup, 0, int64_t(steps.size()) - 1));
+  const double count = double(steps.size() - first);
+  double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0;
+  for (size_t i = first; i < steps.size(); ++i) {
+    seconds += steps[i].seconds;
+    tokens += double(steps[i].tokens);
+    forward += steps[i].forward_ms;
+    backward += steps[i].backward_ms;
+    optimizer += steps[i].optimizer_ms;
+  }
+  const double step_ms = seconds * 1e3 / count;
+  auto share = [&](const char* name, double total_ms) {
+    return printf_string("%s %.1f ms (%.0f%%)", name, total_ms / count, 100.0 * total_ms / count / step_ms);
+  };
+  std::string out = printf_string("summary over steps %zu-%zu: %.1f ms/step | %.0f tok/s", first + 1, steps.size(),
+                                  step_ms, tokens / seconds) +
+                    rate_part(tokens / seconds, model) + "\n";
+  out += "time per step: " + share("forward", forward) + ", " + share("backward", backward) + ", " +
+         share("optimizer", optimizer) + ", " +
+         share("other (host, copies, waits)", step_ms * count - forward - backward - optimizer) + "\n";
+  out += "peak memory (GiB):";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (MemoryPool pool : kAllMemoryPools)
+    out += printf_string(" %s %.3f,", std::string(memory_pool_name(pool)).c_str(), allocator.usage(pool).peak / kGiB);
+  out += printf_string(" total %.3f", allocator.total().peak / kGiB);
+  return out;
+}
+
+}  // namespace zb

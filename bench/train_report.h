@@ -1,0 +1,25 @@
+// What train prints: one line a step, and a summary of the steady-state steps (the time split by phase and
+// the peak memory by pool).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tracking_allocator.h"
+#include "engine/trainer.h"
+
+namespace zb {
+
+struct ThroughputModel {
+  double flops_per_token = 0;           // training FLOPs per token (models/transformer_config.h)
+  std::optional<double> peak_tflops;    // the device's dense bf16 peak, for MFU
+};
+
+std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model);
+
+// Averages of the steps after the first `warmup` (at least the last step counts).
+std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, const ThroughputModel& model,
+                           const TrackingAllocator& allocator);
+
+}  // namespace zb

@@ -1,0 +1,322 @@
+// Every CUDA op against the CPU reference, on fresh random inputs, in fp32 (relative error at most 1e-5) and
+// bf16 (at most 2e-2). Outputs start as NaN, so an element the kernel does not write fails the comparison;
+// outputs that the contract says are added to start from the same random values on both sides. The CPU side
+// receives the inputs exactly as the GPU holds them (rounded to bf16 in bf16 runs). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include "support/cuda_fixture.h"
+
+namespace zb {
+namespace {
+
+using test::relative_error;
+using test::view;
+
+// Binds a temporary view to the Tensor& of an output argument for the duration of one call.
+Tensor& out(Tensor&& t) { return t; }
+
+class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixture {
+ protected:
+  void SetUp() override {
+    if (!start()) GTEST_SKIP() << "no CUDA GPU";
+  }
+  DType dt() const { return GetParam(); }
+  std::vector<float> normal(int64_t n, double std = 1.0, double mean = 0.0) {
+    return representable(rnd.normal<float>(n, std, mean), dt());
+  }
+  Tensor up(const std::vector<float>& host, Shape shape) { return upload(host, shape, dt()); }
+  void expect_close(const Tensor& gpu_result, const std::vector<float>& reference, const char* what) {
+    EXPECT_LE(relative_error(download(gpu_result), reference), tolerance(gpu_result.dtype)) << what;
+  }
+
+  test::RandomInputs rnd;
+  ::testing::ScopedTrace trace{__FILE__, __LINE__, rnd.trace()};
+};
+
+TEST_P(CudaOps, EmbeddingForwardAndBackward) {
+  const int64_t n = 300, v = 97, c = 136;
+  auto ids = rnd.ids(n, int32_t(v));
+  auto table = normal(v * c), dout = normal(n * c), dtable = normal(v * c), base = normal(n * c);
+  std::vector<float> ref(n * c), ref_acc = base, ref_dtable = dtable;
+  cpu.embedding_forward(view(ids), view(table, {v, c}), out(view(ref, {n, c})), false);
+  cpu.embedding_forward(view(ids), view(table, {v, c}), out(view(ref_acc, {n, c})), true);
+  cpu.embedding_backward(view(ids), view(dout, {n, c}), out(view(ref_dtable, {v, c})));
+
+  const Tensor g_ids = upload_ids(ids), g_table = up(table, {v, c});
+  Tensor g_out = poisoned({n, c}, dt()), g_acc = up(base, {n, c}), g_dtable = up(dtable, {v, c});
+  gpu->embedding_forward(g_ids, g_table, g_out, false);
+  gpu->embedding_forward(g_ids, g_table, g_acc, true);
+  gpu->embedding_backward(g_ids, up(dout, {n, c}), g_dtable);
+  expect_close(g_out, ref, "embedding");
+  expect_close(g_acc, ref_acc, "embedding, accumulating");
+  expect_close(g_dtable, ref_dtable, "embedding table gradient");
+}
+
+TEST_P(CudaOps, LayerNormForwardAndBackward) {
+  const int64_t n = 77, c = 200;
+  auto x = normal(n * c, 2.0, 0.5), w = normal(c, 0.3, 1.0), b = normal(c), dout = normal(n * c);
+  auto dx = normal(n * c), dw = normal(c), db = normal(c);
+  std::vector<float> y(n * c), mean(n), rstd(n), rdx = dx, rdw = dw, rdb = db;
+  cpu.layernorm_forward(view(x, {n, c}), view(w, {c}), view(b, {c}), 1e-5f, out(view(y, {n, c})),
+                        out(view(mean, {n})), out(view(rstd, {n})));
+  cpu.layernorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(mean, {n}), view(rstd, {n}),
+                         out(view(rdx, {n, c})), out(view(rdw, {c})), out(view(rdb, {c})));
+
+  const Tensor gx = up(x, {n, c}), gw = up(w, {c});
+  Tensor gy = poisoned({n, c}, dt()), gmean = poisoned({n}, DType::f32), grstd = poisoned({n}, DType::f32);
+  gpu->layernorm_forward(gx, gw, up(b, {c}), 1e-5f, gy, gmean, grstd);
+  Tensor gdx = up(dx, {n, c}), gdw = up(dw, {c}), gdb = up(db, {c});
+  gpu->layernorm_backward(up(dout, {n, c}), gx, gw, gmean, grstd, gdx, gdw, gdb);
+  expect_close(gy, y, "layernorm output");
+  EXPECT_LE(relative_error(download(gmean), mean), 1e-5);
+  EXPECT_LE(relative_error(download(grstd), rstd), 1e-5);
+  expect_close(gdx, rdx, "layernorm dx");
+  expect_close(gdw, rdw, "layernorm dweight");
+  expect_close(gdb, rdb, "layernorm dbias");
+}
+
+TEST_P(CudaOps, RmsNormForwardAndBackward) {
+  const int64_t n = 65, c = 128;
+  auto x = normal(n * c, 1.5), w = normal(c, 0.3, 1.0), dout = normal(n * c), dx = normal(n * c), dw = normal(c);
+  std::vector<float> y(n * c), rstd(n), rdx = dx, rdw = dw;
+  cpu.rmsnorm_forward(view(x, {n, c}), view(w, {c}), 1e-6f, out(view(y, {n, c})), out(view(rstd, {n})));
+  cpu.rmsnorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(rstd, {n}), out(view(rdx, {n, c})),
+                       out(view(rdw, {c})));
+  const Tensor gx = up(x, {n, c}), gw = up(w, {c});
+  Tensor gy = poisoned({n, c}, dt()), grstd = poisoned({n}, DType::f32);
+  gpu->rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
+  Tensor gdx = up(dx, {n, c}), gdw = up(dw, {c});
+  gpu->rmsnorm_backward(up(dout, {n, c}), gx, gw, grstd, gdx, gdw);
+  expect_close(gy, y, "rmsnorm output");
+  expect_close(gdx, rdx, "rmsnorm dx");
+  expect_close(gdw, rdw, "rmsnorm dweight");
+}
+
+struct MatmulCase {
+  int64_t n, k, m;
+  bool bias;
+};
+
+class CudaMatmul : public CudaOps {
+ protected:
+  void run(const MatmulCase& mc) {
+    const auto [n, k, m, with_bias] = mc;
+    auto x = normal(n * k), w = normal(m * k, 0.2), b = normal(m), dout = normal(n * m);
+    auto dw = normal(m * k), db = normal(m);
+    std::vector<float> y(n * m), dx(n * k), rdw = dw, rdb = db;
+    const Tensor no_bias;
+    cpu.matmul_forward(view(x, {n, k}), view(w, {m, k}), with_bias ? view(b, {m}) : no_bias, out(view(y, {n, m})));
+    cpu.matmul_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), out(view(dx, {n, k})),
+                        out(view(rdw, {m, k})), with_bias ? out(view(rdb, {m})) : out(Tensor{}));
+    const Tensor gx = up(x, {n, k}), gw = up(w, {m, k});
+    Tensor gy = poisoned({n, m}, dt()), gdx = poisoned({n, k}, dt()), gdw = up(dw, {m, k}), gdb = up(db, {m});
+    gpu->matmul_forward(gx, gw, with_bias ? up(b, {m}) : no_bias, gy);
+    Tensor no_grad;
+    gpu->matmul_backward(up(dout, {n, m}), gx, gw, gdx, gdw, with_bias ? gdb : no_grad);
+    expect_close(gy, y, "matmul output");
+    expect_close(gdx, dx, "matmul dinp");
+    expect_close(gdw, rdw, "matmul dweight");
+    expect_close(gdb, rdb, "matmul dbias");
+  }
+};
+
+TEST_P(CudaMatmul, AlignedWithBias) { run({256, 192, 320, true}); }
+TEST_P(CudaMatmul, OddShapesWithoutBias) { run({37, 29, 45, false}); }
+TEST_P(CudaMatmul, OddShapesWithBias) { run({70, 24, 19, true}); }
+
+struct AttentionCase {
+  int64_t batch, seq, heads, kv_heads, head_dim;
+};
+
+class CudaAttention : public CudaOps {
+ protected:
+  // Forward and backward of one shape on both backends; returns the GPU's dqkv for determinism checks.
+  std::vector<float> check(const AttentionCase& c) {
+    SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads
+                                    << " D" << c.head_dim);
+    const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
+    const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()}, lse_shape{s.batch, s.heads, s.seq};
+    auto qkv = normal(qkv_shape.numel()), dout = normal(o_shape.numel());
+    std::vector<float> o(o_shape.numel()), lse(lse_shape.numel()), dqkv(qkv.size());
+    cpu.attention_forward(view(qkv, qkv_shape), s, out(view(o, o_shape)), out(view(lse, lse_shape)));
+    cpu.attention_backward(view(dout, o_shape), view(qkv, qkv_shape), view(o, o_shape), view(lse, lse_shape), s,
+                           out(view(dqkv, qkv_shape)));
+
+    const Tensor g_qkv = up(qkv, qkv_shape);
+    Tensor g_o = poisoned(o_shape, dt()), g_lse = poisoned(lse_shape, DType::f32), g_dqkv = poisoned(qkv_shape, dt());
+    gpu->attention_forward(g_qkv, s, g_o, g_lse);
+    gpu->attention_backward(up(dout, o_shape), g_qkv, g_o, g_lse, s, g_dqkv);
+    expect_close(g_o, o, "attention output");
+    // lse is fp32 on both sides; in bf16 runs the GPU's scores come from bf16 products.
+    EXPECT_LE(relative_error(download(g_lse), lse), dt() == DType::f32 ? 1e-5 : 1e-3) << "attention lse";
+    expect_close(g_dqkv, dqkv, "attention dqkv");
+    return download(g_dqkv);
+  }
+};
+
+TEST_P(CudaAttention, FlashShapes) {
+  // In bf16, head sizes 64 and 128 take the tensor-core kernels; 70 and 130 tokens leave partial tiles.
+  check({2, 70, 4, 2, 64});
+  check({1, 130, 2, 2, 128});
+  check({1, 64, 3, 1, 64});
+}
+
+TEST_P(CudaAttention, OtherHeadSizes) {
+  check({2, 33, 4, 4, 16});
+  check({1, 20, 2, 1, 40});
+}
+
+TEST_P(CudaAttention, BackwardIsDeterministic) {
+  test::RandomInputs fixed(rnd.seed());
+  const AttentionCase c{2, 200, 4, 2, 64};
+  const auto first = check(c);
+  rnd = fixed;
+  EXPECT_EQ(check(c), first) << "the same bits on every run";
+}
+
+TEST_P(CudaOps, RopeForwardAndBackward) {
+  const AttentionShape s{2, 19, 4, 2, 32};
+  const Shape shape{s.tokens(), s.qkv_width()};
+  auto qkv = normal(shape.numel()), d = normal(shape.numel());
+  auto inv_freq = rnd.uniform<float>(s.head_dim / 2, 0.01, 1.0);
+  std::vector<float> rq = qkv, rd = d;
+  cpu.rope_forward(out(view(rq, shape)), view(inv_freq, {s.head_dim / 2}), s);
+  cpu.rope_backward(out(view(rd, shape)), view(inv_freq, {s.head_dim / 2}), s);
+  Tensor gq = up(qkv, shape), gd = up(d, shape);
+  const Tensor g_freq = upload(inv_freq, {s.head_dim / 2}, DType::f32);
+  gpu->rope_forward(gq, g_freq, s);
+  gpu->rope_backward(gd, g_freq, s);
+  expect_close(gq, rq, "rope forward");
+  expect_close(gd, rd, "rope backward");
+}
+
+TEST_P(CudaOps, Activations) {
+  const int64_t n = 50, f = 72;
+  auto x = normal(n * f, 2.0), d = normal(n * f), x2 = normal(n * 2 * f, 2.0), y = normal(n * f);
+  std::vector<float> gelu(n * f), dgelu(n * f), relu(n * f), drelu(n * f), swi(n * f), dswi(n * 2 * f), sum(n * f);
+  const Shape sh{n, f}, sh2{n, 2 * f};
+  cpu.gelu_forward(view(x, sh), out(view(gelu, sh)));
+  cpu.gelu_backward(view(d, sh), view(x, sh), out(view(dgelu, sh)));
+  cpu.relu_forward(view(x, sh), out(view(relu, sh)));
+  cpu.relu_backward(view(d, sh), view(x, sh), out(view(drelu, sh)));
+  cpu.swiglu_forward(view(x2, sh2), out(view(swi, sh)));
+  cpu.swiglu_backward(view(d, sh), view(x2, sh2), out(view(dswi, sh2)));
+  cpu.residual_forward(view(x, sh), view(y, sh), out(view(sum, sh)));
+
+  const Tensor gx = up(x, sh), gd = up(d, sh), gx2 = up(x2, sh2);
+  Tensor o1 = poisoned(sh, dt()), o2 = poisoned(sh, dt()), o3 = poisoned(sh, dt()), o4 = poisoned(sh, dt());
+  Tensor o5 = poisoned(sh, dt()), o6 = poisoned(sh2, dt()), o7 = poisoned(sh, dt());
+  gpu->gelu_forward(gx, o1);
+  gpu->gelu_backward(gd, gx, o2);
+  gpu->relu_forward(gx, o3);
+  gpu->relu_backward(gd, gx, o4);
+  gpu->swiglu_forward(gx2, o5);
+  gpu->swiglu_backward(gd, gx2, o6);
+  gpu->residual_forward(gx, up(y, sh), o7);
+  expect_close(o1, gelu, "gelu");
+  expect_close(o2, dgelu, "gelu backward");
+  expect_close(o3, relu, "relu");
+  expect_close(o4, drelu, "relu backward");
+  expect_close(o5, swi, "swiglu");
+  expect_close(o6, dswi, "swiglu backward");
+  expect_close(o7, sum, "residual");
+}
+
+TEST_P(CudaOps, CrossEntropyWithVocabularyPadding) {
+  const int64_t n = 45, padded = 384, vocab = 300;
+  auto logits = normal(n * padded, 3.0);
+  auto targets = rnd.ids(n, int32_t(vocab));
+  std::vector<float> losses(n), grad = logits, grad_losses(n);
+  cpu.cross_entropy_forward(view(logits, {n, padded}), view(targets), vocab, out(view(losses, {n})));
+  cpu.cross_entropy_forward_backward(out(view(grad, {n, padded})), view(targets), vocab, 1.0f / n,
+                                     out(view(grad_losses, {n})));
+  const Tensor g_targets = upload_ids(targets);
+  Tensor g_logits = up(logits, {n, padded}), g_losses = poisoned({n}, DType::f32), g_losses2 = poisoned({n}, DType::f32);
+  gpu->cross_entropy_forward(g_logits, g_targets, vocab, g_losses);
+  gpu->cross_entropy_forward_backward(g_logits, g_targets, vocab, 1.0f / n, g_losses2);
+  EXPECT_LE(relative_error(download(g_losses), losses), 1e-5);
+  EXPECT_LE(relative_error(download(g_losses2), losses), 1e-5);
+  expect_close(g_logits, grad, "logit gradient");
+}
+
+TEST_P(CudaOps, OptimizersAndGradientScale) {
+  const int64_t n = 5000;
+  for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::adam, OptimizerKind::sgd}) {
+    SCOPED_TRACE(std::string(optimizer_kind_name(kind)));
+    const OptimizerParams p{kind, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 3, 0.5f};
+    auto master = rnd.normal<float>(n), m = rnd.normal<float>(n, 0.01), v = rnd.uniform<float>(n, 0.0, 1e-3);
+    auto grad = normal(n);
+    std::vector<float> rm = master, rmm = m, rv = v;
+    cpu.optimizer_step(out(view(rm, {n})), view(grad, {n}), out(view(rmm, {n})), out(view(rv, {n})), out(Tensor{}), p);
+    Tensor g_master = upload(master, {n}, DType::f32), g_m = upload(m, {n}, DType::f32), g_v = upload(v, {n}, DType::f32);
+    Tensor g_params = poisoned({n}, dt());
+    gpu->optimizer_step(g_master, up(grad, {n}), g_m, g_v, g_params, p);
+    EXPECT_LE(relative_error(download(g_master), rm), 1e-6) << "master weights";
+    EXPECT_LE(relative_error(download(g_m), rmm), 1e-6) << "first moment";
+    if (kind != OptimizerKind::sgd) {
+      EXPECT_LE(relative_error(download(g_v), rv), 1e-6) << "second moment";
+    }
+    EXPECT_EQ(download(g_params), representable(download(g_master), dt()))
+        << "the model copy is the master rounded to its dtype";
+  }
+}
+
+TEST_P(CudaOps, SumOfSquaresAndConversion) {
+  std::vector<std::vector<float>> parts = {normal(1000), normal(77777), normal(5)};
+  std::vector<Tensor> cpu_views, gpu_views;
+  for (auto& part : parts) {
+    cpu_views.push_back(view(part, {int64_t(part.size())}));
+    gpu_views.push_back(up(part, {int64_t(part.size())}));
+  }
+  const double expected = cpu.sum_of_squares(cpu_views);
+  EXPECT_NEAR(gpu->sum_of_squares(gpu_views), expected, 1e-9 * expected);
+  EXPECT_EQ(gpu->sum_of_squares(gpu_views), gpu->sum_of_squares(gpu_views)) << "deterministic";
+
+  Tensor as_f32 = poisoned({1000}, DType::f32), back = poisoned({1000}, dt());
+  gpu->convert(gpu_views[0], as_f32);
+  gpu->convert(as_f32, back);
+  EXPECT_EQ(download(as_f32), parts[0]);
+  EXPECT_EQ(download(back), parts[0]);
+}
+
+TEST_P(CudaOps, NormAndEmbeddingGradientsAreDeterministic) {
+  const int64_t n = 4096, c = 768, v = 500;
+  auto ids = rnd.ids(n, int32_t(v));
+  auto dout = normal(n * c), x = normal(n * c), w = normal(c, 0.2, 1.0);
+  std::vector<float> mean(n), rstd(n);
+  const Tensor g_ids = upload_ids(ids), g_dout = up(dout, {n, c}), gx = up(x, {n, c}), gw = up(w, {c});
+  Tensor gy = poisoned({n, c}, dt()), gmean = poisoned({n}, DType::f32), grstd = poisoned({n}, DType::f32);
+  gpu->layernorm_forward(gx, gw, gw, 1e-5f, gy, gmean, grstd);
+  auto run = [&] {
+    Tensor table = up(std::vector<float>(v * c, 0.0f), {v, c}), dx = up(std::vector<float>(n * c, 0.0f), {n, c});
+    Tensor dw = up(std::vector<float>(c, 0.0f), {c}), db = up(std::vector<float>(c, 0.0f), {c});
+    gpu->embedding_backward(g_ids, g_dout, table);
+    gpu->layernorm_backward(g_dout, gx, gw, gmean, grstd, dx, dw, db);
+    auto result = download(table);
+    for (const Tensor* t : {&dx, &dw, &db}) {
+      auto part = download(*t);
+      result.insert(result.end(), part.begin(), part.end());
+    }
+    return result;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST(CudaBackend, OutOfMemoryIsAnErrorTheProcessSurvives) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  TrackingAllocator allocator(std::make_unique<DeviceMemory>(0));
+  EXPECT_THROW(allocator.allocate(size_t(1) << 50, MemoryPool::activations), OutOfMemory) << "a petabyte";
+  Buffer ok = allocator.allocate(size_t(1) << 20, MemoryPool::activations);
+  EXPECT_FALSE(ok.empty()) << "and allocation works again afterwards";
+  EXPECT_EQ(allocator.total().current, size_t(1) << 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmul, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+
+}  // namespace
+}  // namespace zb

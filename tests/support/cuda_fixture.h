@@ -1,0 +1,87 @@
+// A test fixture for comparing the CUDA backend with the CPU reference: device tensors made from host values
+// (in fp32 or bf16), poisoned outputs, downloads, and the tolerance of each dtype. Skips where no GPU exists.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/cuda_devices.h"
+#include "core/cuda_memory.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "support/random_inputs.h"
+#include "support/tensor_views.h"
+
+namespace zb::test {
+
+class CudaFixture {
+ protected:
+  // Call first in SetUp; returns false (after GTEST_SKIP) where there is no GPU.
+  bool start() {
+    if (cuda_device_count() == 0) return false;
+    allocator = std::make_unique<TrackingAllocator>(std::make_unique<DeviceMemory>(0));
+    gpu = std::make_unique<CudaBackend>(0, *allocator);
+    return true;
+  }
+
+  // The values a tensor of `dtype` holds for `host` (bf16 rounds them).
+  static std::vector<float> representable(std::vector<float> host, DType dtype) {
+    if (dtype == DType::bf16)
+      for (float& x : host) x = round_to_bf16(x);
+    return host;
+  }
+
+  Tensor upload(const std::vector<float>& host, Shape shape, DType dtype) {
+    EXPECT_EQ(int64_t(host.size()), shape.numel());
+    buffers.push_back(allocator->allocate(shape, dtype, MemoryPool::workspace));
+    Tensor t = buffers.back().view(shape, dtype);
+    if (dtype == DType::bf16) {
+      std::vector<uint16_t> bits(host.size());
+      for (size_t i = 0; i < host.size(); ++i) bits[i] = float_to_bf16_bits(host[i]);
+      gpu->copy(Tensor(bits.data(), shape, dtype, Device::cpu()), t);
+    } else {
+      gpu->copy(Tensor(const_cast<float*>(host.data()), shape, dtype, Device::cpu()), t);
+    }
+    return t;
+  }
+
+  Tensor upload_ids(const std::vector<int32_t>& ids) {
+    buffers.push_back(allocator->allocate(Shape{int64_t(ids.size())}, DType::i32, MemoryPool::workspace));
+    Tensor t = buffers.back().view(Shape{int64_t(ids.size())}, DType::i32);
+    gpu->copy(view(ids), t);
+    return t;
+  }
+
+  // An output tensor full of NaN: every element the op fails to write shows up as NaN.
+  Tensor poisoned(Shape shape, DType dtype) {
+    return upload(std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()), shape, dtype);
+  }
+
+  std::vector<float> download(const Tensor& t) {
+    std::vector<float> host(t.numel());
+    if (t.dtype == DType::bf16) {
+      std::vector<uint16_t> bits(t.numel());
+      Tensor h(bits.data(), t.shape, t.dtype, Device::cpu());
+      gpu->copy(t, h);
+      for (size_t i = 0; i < bits.size(); ++i) host[i] = bf16_bits_to_float(bits[i]);
+    } else {
+      Tensor h(host.data(), t.shape, t.dtype, Device::cpu());
+      gpu->copy(t, h);
+    }
+    return host;
+  }
+
+  static double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 2e-2; }
+
+  std::unique_ptr<TrackingAllocator> allocator;
+  std::unique_ptr<CudaBackend> gpu;
+  CpuBackend cpu;
+  std::vector<Buffer> buffers;
+};
+
+}  // namespace zb::test
