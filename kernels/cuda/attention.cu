@@ -30,14 +30,14 @@ void flash_forward(const bf16* qkv, const AttentionShape& s, bf16* out, float* l
 template <int D>
 void flash_backward(const bf16* dout, const bf16* qkv, const float* lse, const float* delta, const AttentionShape& s,
                     bf16* dqkv, float scale, cudaStream_t stream) {
-  static const bool configured = (allow_dynamic_smem(flash::dkdv_kernel<D>, flash::backward_smem<D>()),
-                                  allow_dynamic_smem(flash::dq_kernel<D>, flash::backward_smem<D>()), true);
+  static const bool configured = (allow_dynamic_smem(flash::dkdv_kernel<D>, flash::dkdv_smem<D>()),
+                                  allow_dynamic_smem(flash::dq_kernel<D>, flash::dq_smem<D>()), true);
   (void)configured;
   const unsigned blocks = unsigned((s.seq + flash::kRows - 1) / flash::kRows);
-  flash::dkdv_kernel<D><<<dim3(blocks, unsigned(s.batch * s.kv_heads)), flash::kThreads, flash::backward_smem<D>(),
+  flash::dkdv_kernel<D><<<dim3(blocks, unsigned(s.batch * s.kv_heads)), flash::kThreads, flash::dkdv_smem<D>(),
                           stream>>>(dout, qkv, lse, delta, s, dqkv, scale);
   ZB_CUDA_CHECK_LAUNCH();
-  flash::dq_kernel<D><<<dim3(blocks, unsigned(s.batch * s.heads)), flash::kThreads, flash::backward_smem<D>(),
+  flash::dq_kernel<D><<<dim3(blocks, unsigned(s.batch * s.heads)), flash::kThreads, flash::dq_smem<D>(),
                         stream>>>(dout, qkv, lse, delta, s, dqkv, scale);
   ZB_CUDA_CHECK_LAUNCH();
 }

@@ -1,355 +1,365 @@
-// Flash attention for bf16 with head sizes 64 and 128, on the tensor cores (WMMA 16x16x16, fp32 accumulate).
-// Blocks of 64 queries (forward, dQ) or 64 keys (dK/dV); 4 warps, each owning 16 rows. Scores and
-// probabilities pass through shared memory between the matrix products; the softmax runs two lanes per row.
+// Flash attention for bf16 with head sizes 64 and 128 on the tensor cores, FlashAttention-2 style: mma.sync
+// with ldmatrix operands, the scores and probabilities held in registers (mma_tiles.cuh), K/V (or Q/dO) tiles
+// double-buffered in shared memory by cp.async so the next tile's copy overlaps this tile's products.
 //
-// Forward keeps the output in registers and rescales it online (FlashAttention-2). The backward is two
-// kernels so that nothing needs atomics: dK/dV per key block (looping over the query blocks and the group's
-// query heads), and dQ per query block (looping over key blocks). Both rebuild P from the saved log-sum-exp.
+// Forward: a block owns 64 queries of one head (4 warps x 16 rows) and walks the key blocks up to the
+// diagonal, rescaling its output online. Backward, deterministically (no atomics), in two kernels: dK/dV per
+// block of 64 keys of a kv head, walking the later query blocks of each query head in its group; and dQ per
+// block of 64 queries, walking the earlier key blocks. Both rebuild P from the saved log-sum-exp.
 #pragma once
-
-#include <mma.h>
 
 #include "kernels/attention_shape.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/mma_tiles.cuh"
 
 namespace zb::cuda::flash {
 
-using namespace nvcuda;
-
-constexpr int kRows = 64;         // queries or keys per block
-constexpr int kWarps = 4;         // each warp owns 16 rows
+constexpr int kRows = 64;  // queries (forward, dQ) or keys (dK/dV) per block: 4 warps x 16
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
-struct Layout {
-  static constexpr int kTileLd = D + 8;                    // bf16 tile row stride (padding staggers the banks)
-  static constexpr int kScoreLd = (D > 64 ? D : 64) + 4;   // fp32 per-warp scratch row stride
-  static constexpr int kProbLd = 64 + 8;                   // bf16 per-warp probability row stride
-  static constexpr int kTileElems = kRows * kTileLd;
-  static constexpr int kScoreElems = 16 * kScoreLd;
-  static constexpr int kProbElems = 16 * kProbLd;
-};
+constexpr int kLd = D + 8;  // row stride in shared memory: the 16-byte pad spreads ldmatrix rows over the banks
 
-// Hands out consecutive pieces of dynamic shared memory (each piece's size keeps 32-byte alignment).
-struct SmemCursor {
-  char* next;
-  template <typename T>
-  __device__ T* take(int elements) {
-    T* p = reinterpret_cast<T*>(next);
-    next += elements * sizeof(T);
-    return p;
-  }
-};
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Copies rows [first, first + 64) of the head at `offset` (elements from each token row's start) into a
-// [64][D] shared tile, zero past the sequence's end. 16-byte vectors.
-template <int D>
-__device__ void load_tile(bf16* tile, const bf16* base, int64_t row_stride, int64_t first, int64_t seq) {
-  constexpr int kVecsPerRow = D / 8;
-  for (int i = threadIdx.x; i < kRows * kVecsPerRow; i += kThreads) {
-    const int r = i / kVecsPerRow, c = (i % kVecsPerRow) * 8;
-    Vec16<bf16> v;
-    if (first + r < seq) {
-      v = load16(base + (first + r) * row_stride + c);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v.v[k] = __float2bfloat16(0.0f);
-    }
-    store16(tile + r * Layout<D>::kTileLd + c, v);
+// Starts copying rows [first, first + rows) of one head (zero past the sequence) into a [rows][kLd] tile.
+template <int D, int kTileRows>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, int64_t row_stride, int64_t first, int64_t seq) {
+  constexpr int kVecs = D / 8;
+  for (int i = threadIdx.x; i < kTileRows * kVecs; i += kThreads) {
+    const int r = i / kVecs, c = (i % kVecs) * 8;
+    const bool valid = first + r < seq;
+    mma::cp_async_16(tile + r * kLd<D> + c, head + (valid ? first + r : 0) * row_stride + c, valid);
   }
 }
 
-// out[16 x 64] (fp32, row stride ld_out) = A[16 x D] * B^T where B is a [64][D] tile (rows of B are columns).
+// Writes a warp's 16 x D block of C tiles, times `scale`, to rows first_row.. of a head (row_stride apart).
 template <int D>
-__device__ void product_abt(const bf16* a, const bf16* b_tile, float* out, int ld_out) {
+__device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], float scale, bf16* head, int64_t row_stride,
+                                           int64_t first_row, int64_t seq) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
-    FragAcc acc;
-    wmma::fill_fragment(acc, 0.0f);
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = first_row + g + 8 * half;
+    if (row >= seq) continue;
 #pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      FragA fa;
-      FragBCol fb;
-      wmma::load_matrix_sync(fa, a + k * 16, Layout<D>::kTileLd);
-      wmma::load_matrix_sync(fb, b_tile + n * 16 * Layout<D>::kTileLd + k * 16, Layout<D>::kTileLd);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out + n * 16, acc, ld_out, wmma::mem_row_major);
-  }
-}
-
-// acc[n] += P[16 x 64] (bf16, row stride kProbLd) * B[64 x D] (a [64][D] tile), for the D/16 column blocks n.
-template <int D>
-__device__ void accumulate_pb(FragAcc (&acc)[D / 16], const bf16* p, const bf16* b_tile) {
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, p + k * 16, Layout<D>::kProbLd);
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b_tile + k * 16 * Layout<D>::kTileLd + n * 16, Layout<D>::kTileLd);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    for (int nt = 0; nt < D / 8; ++nt) {
+      *reinterpret_cast<__nv_bfloat162*>(head + row * row_stride + nt * 8 + 2 * t) =
+          __floats2bfloat162_rn(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
     }
   }
 }
 
-// Writes a warp's 16 x D accumulator, times `scale`, to global rows (row_stride apart) through fp32 scratch.
-template <int D>
-__device__ void store_rows(FragAcc (&acc)[D / 16], float* scratch, float scale, bf16* dst, int64_t row_stride,
-                           int64_t first_row, int64_t seq) {
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(scratch + n * 16, acc[n], Layout<D>::kScoreLd, wmma::mem_row_major);
-  __syncwarp();
-  const int lane = threadIdx.x % 32;
-  for (int i = lane; i < 16 * D / 8; i += 32) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    if (first_row + r >= seq) continue;
-    Vec16<bf16> v;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v.v[k] = __float2bfloat16(scratch[r * Layout<D>::kScoreLd + c + k] * scale);
-    store16(dst + (first_row + r) * row_stride + c, v);
-  }
-  __syncwarp();
-}
+// Row (r = 0: g, r = 1: g + 8) and column of element e of C tile nt, for lane (g, t).
+__device__ __forceinline__ int tile_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e / 2); }
+__device__ __forceinline__ int tile_col(int nt, int e) { return nt * 8 + 2 * ((threadIdx.x % 32) % 4) + e % 2; }
 
 template <int D>
 constexpr size_t forward_smem() {
-  using L = Layout<D>;
-  return 3 * L::kTileElems * sizeof(bf16) + kWarps * (L::kScoreElems * sizeof(float) + L::kProbElems * sizeof(bf16));
+  return size_t(5) * kRows * kLd<D> * sizeof(bf16);  // Q, and K + V twice
 }
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const bf16* qkv, AttentionShape s, bf16* out, float* lse,
                                                             float scale) {
-  using L = Layout<D>;
+  constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
+  bf16* q_tile = reinterpret_cast<bf16*>(smem);
+  bf16* kv_tiles = q_tile + kTile;  // stage st: K at kv_tiles + 2 st kTile, V right after it
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  SmemCursor cursor{smem};
-  bf16* q_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* k_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* v_tile = cursor.take<bf16>(L::kTileElems);
-  float* scores = cursor.take<float>(kWarps * L::kScoreElems) + warp * L::kScoreElems;
-  bf16* probs = cursor.take<bf16>(kWarps * L::kProbElems) + warp * L::kProbElems;
 
   const int64_t q_block = gridDim.x - 1 - blockIdx.x;  // the longest (latest) query blocks start first
   const int64_t b = blockIdx.y / s.heads, h = blockIdx.y % s.heads, kvh = h / s.group_size();
   const int64_t stride = s.qkv_width();
-  const bf16* batch_base = qkv + b * s.seq * stride;
-  load_tile<D>(q_tile, batch_base + h * D, stride, q_block * kRows, s.seq);
+  const bf16* base = qkv + b * s.seq * stride;
+  const bf16* k_head = base + s.q_width() + kvh * D;
+  const bf16* v_head = k_head + s.kv_width();
+  load_tile<D, kRows>(q_tile, base + h * D, stride, q_block * kRows, s.seq);
+  load_tile<D, kRows>(kv_tiles, k_head, stride, 0, s.seq);
+  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, 0, s.seq);
+  mma::cp_async_commit();
 
-  const int r = lane / 2, half = lane % 2;  // this lane's row within the warp's 16, and its half of the columns
-  const int64_t query = q_block * kRows + warp * 16 + r;
+  const int64_t first_query = q_block * kRows + warp * 16;
   const float scale_log2 = scale * kLog2e;
-  float m = -INFINITY, l = 0.0f;
-  float o[D / 2] = {};
+  float o[D / 8][4];
+  mma::zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  uint32_t qa[KC][4];
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    __syncthreads();
-    load_tile<D>(k_tile, batch_base + s.q_width() + kvh * D, stride, k_block * kRows, s.seq);
-    load_tile<D>(v_tile, batch_base + s.q_width() + s.kv_width() + kvh * D, stride, k_block * kRows, s.seq);
-    __syncthreads();
-    product_abt<D>(q_tile + warp * 16 * L::kTileLd, k_tile, scores, L::kScoreLd);
-    __syncwarp();
-
-    float x[32];
-    float row_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int64_t key = k_block * kRows + half * 32 + j;
-      x[j] = (key <= query && key < s.seq) ? scores[r * L::kScoreLd + half * 32 + j] * scale_log2 : -INFINITY;
-      row_max = fmaxf(row_max, x[j]);
+    const int stage = int(k_block & 1);
+    if (k_block < q_block) {
+      bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
+      load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, s.seq);
+      load_tile<D, kRows>(next + kTile, v_head, stride, (k_block + 1) * kRows, s.seq);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
     }
-    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-    const float m_new = fmaxf(m, row_max);
-    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);
-    float row_sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const float p = m_new == -INFINITY ? 0.0f : exp2f(x[j] - m_new);
-      row_sum += p;
-      probs[r * L::kProbLd + half * 32 + j] = __float2bfloat16(p);
-    }
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-    l = l * alpha + row_sum;
-    m = m_new;
-    __syncwarp();
+    __syncthreads();
+    if (k_block == 0) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
+    const bf16* k_tile = kv_tiles + 2 * stage * kTile;
+    const bf16* v_tile = k_tile + kTile;
 
-    FragAcc pv[D / 16];
+    float sc[8][4];
+    mma::zero(sc);
+    mma::mma_rows_as_columns<KC, 8>(sc, qa, k_tile, kLd<D>, 0, 0);
+    float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(pv[n], 0.0f);
-    accumulate_pb<D>(pv, probs, v_tile);
+    for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(scores + n * 16, pv[n], L::kScoreLd, wmma::mem_row_major);
-    __syncwarp();
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = k_block * kRows + tile_col(nt, e), query = first_query + tile_row(e);
+        sc[nt][e] = (key <= query && key < s.seq) ? sc[nt][e] * scale_log2 : -INFINITY;
+        row_max[e / 2] = fmaxf(row_max[e / 2], sc[nt][e]);
+      }
+    }
+    float alpha[2], row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = o[i] * alpha + scores[r * L::kScoreLd + half * (D / 2) + i];
-    __syncwarp();
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+      const float m_new = fmaxf(m[r], row_max[r]);
+      alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+      m[r] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = m[e / 2] == -INFINITY ? 0.0f : exp2f(sc[nt][e] - m[e / 2]);
+        sc[nt][e] = p;
+        row_sum[e / 2] += p;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];  // per-lane partial; the quad is summed last
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      o[nt][0] *= alpha[0], o[nt][1] *= alpha[0], o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
+    }
+    uint32_t pa[4][4];
+    mma::c_to_a<4>(pa, sc);
+    mma::mma_rows_as_rows<4, D / 8>(o, pa, v_tile, kLd<D>, 0, 0);
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
-  if (query < s.seq) {
-    bf16* dst = out + (b * s.seq + query) * s.q_width() + h * D + half * (D / 2);
-    const float inv_l = 1.0f / l;
 #pragma unroll
-    for (int i = 0; i < D / 2; i += 8) {
-      Vec16<bf16> v;
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v.v[k] = __float2bfloat16(o[i + k] * inv_l);
-      store16(dst + i, v);
+  for (int nt = 0; nt < D / 8; ++nt) {
+    o[nt][0] /= l[0], o[nt][1] /= l[0], o[nt][2] /= l[1], o[nt][3] /= l[1];
+  }
+  store_rows<D>(o, 1.0f, out + b * s.seq * s.q_width() + h * D, s.q_width(), first_query, s.seq);
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t query = first_query + lane / 4 + 8 * r;
+      if (query < s.seq) lse[(b * s.heads + h) * s.seq + query] = m[r] / kLog2e + logf(l[r]);
     }
-    if (half == 0) lse[(b * s.heads + h) * s.seq + query] = m / kLog2e + logf(l);
   }
 }
+
+// Query rows per step of the dK/dV kernel: fewer for head size 128, where the accumulators take the registers.
+template <int D>
+constexpr int kBackwardQueryRows = D == 64 ? 64 : 32;
 
 template <int D>
-constexpr size_t backward_smem() {
-  using L = Layout<D>;
-  return 4 * L::kTileElems * sizeof(bf16) +
-         kWarps * (L::kScoreElems * sizeof(float) + 2 * L::kProbElems * sizeof(bf16)) + 2 * kRows * sizeof(float);
+constexpr size_t dkdv_smem() {
+  constexpr int BQ = kBackwardQueryRows<D>;
+  return (size_t(2) * kRows + 4 * BQ) * kLd<D> * sizeof(bf16) + 4 * BQ * sizeof(float);
 }
 
-// dK and dV for one block of 64 keys of one kv head: sums over the group's query heads and the query blocks
-// at or after the key block, in a fixed order.
+// 4-byte asynchronous copy, for the per-row statistics.
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(mma::smem_address(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const bf16* qkv, const float* lse,
                                                          const float* delta, AttentionShape s, bf16* dqkv, float scale) {
-  using L = Layout<D>;
+  constexpr int KC = D / 16, BQ = kBackwardQueryRows<D>, kKvTile = kRows * kLd<D>, kQTile = BQ * kLd<D>;
   extern __shared__ __align__(128) char smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  SmemCursor cursor{smem};
-  bf16* k_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* v_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* q_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* do_tile = cursor.take<bf16>(L::kTileElems);
-  float* scratch = cursor.take<float>(kWarps * L::kScoreElems) + warp * L::kScoreElems;
-  bf16* p_t = cursor.take<bf16>(kWarps * 2 * L::kProbElems) + warp * 2 * L::kProbElems;
-  bf16* ds_t = p_t + L::kProbElems;
-  float* lse_s = cursor.take<float>(kRows);
-  float* delta_s = cursor.take<float>(kRows);
+  bf16* k_tile = reinterpret_cast<bf16*>(smem);
+  bf16* v_tile = k_tile + kKvTile;
+  bf16* qdo_tiles = v_tile + kKvTile;  // stage st: Q at qdo_tiles + 2 st kQTile, dO right after it
+  float* stats = reinterpret_cast<float*>(qdo_tiles + 4 * kQTile);  // stage st: lse at stats + 2 st BQ, delta after
+  const int warp = threadIdx.x / 32;
 
   const int64_t k_block = blockIdx.x;
   const int64_t b = blockIdx.y / s.kv_heads, kvh = blockIdx.y % s.kv_heads;
   const int64_t stride = s.qkv_width();
-  const bf16* batch_base = qkv + b * s.seq * stride;
-  load_tile<D>(k_tile, batch_base + s.q_width() + kvh * D, stride, k_block * kRows, s.seq);
-  load_tile<D>(v_tile, batch_base + s.q_width() + s.kv_width() + kvh * D, stride, k_block * kRows, s.seq);
+  const bf16* base = qkv + b * s.seq * stride;
+  load_tile<D, kRows>(k_tile, base + s.q_width() + kvh * D, stride, k_block * kRows, s.seq);
+  load_tile<D, kRows>(v_tile, base + s.q_width() + s.kv_width() + kvh * D, stride, k_block * kRows, s.seq);
 
-  const int r = lane / 2, half = lane % 2;
-  const int64_t key = k_block * kRows + warp * 16 + r;
-  const float scale_log2 = scale * kLog2e;
-  FragAcc dk[D / 16], dv[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dk[n], 0.0f), wmma::fill_fragment(dv[n], 0.0f);
-  const int64_t q_blocks = (s.seq + kRows - 1) / kRows;
-
-  for (int64_t h = kvh * s.group_size(); h < (kvh + 1) * s.group_size(); ++h) {
-    for (int64_t q_block = k_block; q_block < q_blocks; ++q_block) {
-      __syncthreads();
-      load_tile<D>(q_tile, batch_base + h * D, stride, q_block * kRows, s.seq);
-      load_tile<D>(do_tile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q_block * kRows, s.seq);
-      for (int i = threadIdx.x; i < kRows; i += kThreads) {
-        const int64_t q = q_block * kRows + i;
-        lse_s[i] = q < s.seq ? lse[(b * s.heads + h) * s.seq + q] * kLog2e : 0.0f;
-        delta_s[i] = q < s.seq ? delta[(b * s.heads + h) * s.seq + q] : 0.0f;
-      }
-      __syncthreads();
-      // P^T [16 keys x 64 queries] = exp2(K Q^T * scale - lse), zero where the query may not see the key.
-      product_abt<D>(k_tile + warp * 16 * L::kTileLd, q_tile, scratch, L::kScoreLd);
-      __syncwarp();
-      float p[32];
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int c = half * 32 + j;
-        const int64_t query = q_block * kRows + c;
-        p[j] = (query >= key && query < s.seq && key < s.seq)
-                   ? exp2f(scratch[r * L::kScoreLd + c] * scale_log2 - lse_s[c])
-                   : 0.0f;
-        p_t[r * L::kProbLd + c] = __float2bfloat16(p[j]);
-      }
-      __syncwarp();
-      accumulate_pb<D>(dv, p_t, do_tile);  // dV += P^T dO
-      // dP^T = V dO^T; dS^T = P^T (dP^T - delta)
-      product_abt<D>(v_tile + warp * 16 * L::kTileLd, do_tile, scratch, L::kScoreLd);
-      __syncwarp();
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int c = half * 32 + j;
-        ds_t[r * L::kProbLd + c] = __float2bfloat16(p[j] * (scratch[r * L::kScoreLd + c] - delta_s[c]));
-      }
-      __syncwarp();
-      accumulate_pb<D>(dk, ds_t, q_tile);  // dK += dS^T Q
+  // Steps: for each query head of the group, each block of BQ queries at or after this key block's start.
+  const int64_t first_q_block = k_block * kRows / BQ, q_blocks = (s.seq + BQ - 1) / BQ;
+  const int64_t per_head = q_blocks - first_q_block, steps = per_head * s.group_size();
+  auto issue = [&](int64_t step, int stage) {
+    const int64_t h = kvh * s.group_size() + step / per_head, q0 = (first_q_block + step % per_head) * BQ;
+    bf16* q_dst = qdo_tiles + 2 * stage * kQTile;
+    load_tile<D, BQ>(q_dst, base + h * D, stride, q0, s.seq);
+    load_tile<D, BQ>(q_dst + kQTile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q0, s.seq);
+    const int64_t row0 = (b * s.heads + h) * s.seq + q0;
+    for (int i = threadIdx.x; i < BQ; i += kThreads) {
+      const bool valid = q0 + i < s.seq;
+      cp_async_4(stats + 2 * stage * BQ + i, lse + (valid ? row0 + i : 0), valid);
+      cp_async_4(stats + (2 * stage + 1) * BQ + i, delta + (valid ? row0 + i : 0), valid);
     }
-  }
+    mma::cp_async_commit();
+  };
+  issue(0, 0);  // the same group as K and V
+
   const int64_t first_key = k_block * kRows + warp * 16;
-  bf16* batch_grad = dqkv + b * s.seq * stride;
-  store_rows<D>(dk, scratch, scale, batch_grad + s.q_width() + kvh * D, stride, first_key, s.seq);
-  store_rows<D>(dv, scratch, 1.0f, batch_grad + s.q_width() + s.kv_width() + kvh * D, stride, first_key, s.seq);
+  const float scale_log2 = scale * kLog2e;
+  float dk[D / 8][4], dv[D / 8][4];
+  mma::zero(dk);
+  mma::zero(dv);
+  for (int64_t step = 0; step < steps; ++step) {
+    const int stage = int(step & 1);
+    if (step + 1 < steps) {
+      issue(step + 1, stage ^ 1);
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const bf16* q_tile = qdo_tiles + 2 * stage * kQTile;
+    const bf16* do_tile = q_tile + kQTile;
+    const float* lse_s = stats + 2 * stage * BQ;
+    const float* delta_s = lse_s + BQ;
+    const int64_t q0 = (first_q_block + step % per_head) * BQ;
+
+    uint32_t ka[KC][4];
+    mma::load_a<KC>(ka, k_tile, kLd<D>, warp * 16, 0);
+    float p[BQ / 8][4];  // P^T: keys by queries
+    mma::zero(p);
+    mma::mma_rows_as_columns<KC, BQ / 8>(p, ka, q_tile, kLd<D>, 0, 0);
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = tile_col(nt, e);
+        const int64_t query = q0 + c, key = first_key + tile_row(e);
+        p[nt][e] = (query >= key && query < s.seq && key < s.seq)
+                       ? exp2f(p[nt][e] * scale_log2 - lse_s[c] * kLog2e)
+                       : 0.0f;
+      }
+    }
+    uint32_t pa[BQ / 16][4];
+    mma::c_to_a<BQ / 16>(pa, p);
+    mma::mma_rows_as_rows<BQ / 16, D / 8>(dv, pa, do_tile, kLd<D>, 0, 0);  // dV += P^T dO
+
+    uint32_t va[KC][4];
+    mma::load_a<KC>(va, v_tile, kLd<D>, warp * 16, 0);
+    float dp[BQ / 8][4];  // dP^T = V dO^T
+    mma::zero(dp);
+    mma::mma_rows_as_columns<KC, BQ / 8>(dp, va, do_tile, kLd<D>, 0, 0);
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - delta_s[tile_col(nt, e)]);  // dS^T
+    }
+    uint32_t dsa[BQ / 16][4];
+    mma::c_to_a<BQ / 16>(dsa, dp);
+    mma::mma_rows_as_rows<BQ / 16, D / 8>(dk, dsa, q_tile, kLd<D>, 0, 0);  // dK += dS^T Q
+    __syncthreads();
+  }
+  bf16* grad = dqkv + b * s.seq * stride;
+  store_rows<D>(dk, scale, grad + s.q_width() + kvh * D, stride, first_key, s.seq);
+  store_rows<D>(dv, 1.0f, grad + s.q_width() + s.kv_width() + kvh * D, stride, first_key, s.seq);
 }
 
-// dQ for one block of 64 queries of one head: sums over the key blocks at or before it.
+template <int D>
+constexpr size_t dq_smem() {
+  return size_t(6) * kRows * kLd<D> * sizeof(bf16);  // Q, dO, and K + V twice
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* dout, const bf16* qkv, const float* lse,
                                                        const float* delta, AttentionShape s, bf16* dqkv, float scale) {
-  using L = Layout<D>;
+  constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
+  bf16* q_tile = reinterpret_cast<bf16*>(smem);
+  bf16* do_tile = q_tile + kTile;
+  bf16* kv_tiles = do_tile + kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  SmemCursor cursor{smem};
-  bf16* q_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* do_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* k_tile = cursor.take<bf16>(L::kTileElems);
-  bf16* v_tile = cursor.take<bf16>(L::kTileElems);
-  float* scratch = cursor.take<float>(kWarps * L::kScoreElems) + warp * L::kScoreElems;
-  bf16* ds = cursor.take<bf16>(kWarps * L::kProbElems) + warp * L::kProbElems;
 
   const int64_t q_block = gridDim.x - 1 - blockIdx.x;
   const int64_t b = blockIdx.y / s.heads, h = blockIdx.y % s.heads, kvh = h / s.group_size();
   const int64_t stride = s.qkv_width();
-  const bf16* batch_base = qkv + b * s.seq * stride;
-  load_tile<D>(q_tile, batch_base + h * D, stride, q_block * kRows, s.seq);
-  load_tile<D>(do_tile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q_block * kRows, s.seq);
+  const bf16* base = qkv + b * s.seq * stride;
+  const bf16* k_head = base + s.q_width() + kvh * D;
+  const bf16* v_head = k_head + s.kv_width();
+  load_tile<D, kRows>(q_tile, base + h * D, stride, q_block * kRows, s.seq);
+  load_tile<D, kRows>(do_tile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q_block * kRows, s.seq);
+  load_tile<D, kRows>(kv_tiles, k_head, stride, 0, s.seq);
+  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, 0, s.seq);
+  mma::cp_async_commit();
 
-  const int r = lane / 2, half = lane % 2;
-  const int64_t query = q_block * kRows + warp * 16 + r;
-  const bool valid = query < s.seq;
-  const float row_lse = valid ? lse[(b * s.heads + h) * s.seq + query] * kLog2e : 0.0f;
-  const float row_delta = valid ? delta[(b * s.heads + h) * s.seq + query] : 0.0f;
-  const float scale_log2 = scale * kLog2e;
-  FragAcc dq[D / 16];
+  const int64_t first_query = q_block * kRows + warp * 16;
+  float row_lse[2], row_delta[2];
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t query = first_query + lane / 4 + 8 * r;
+    const bool valid = query < s.seq;
+    row_lse[r] = valid ? lse[(b * s.heads + h) * s.seq + query] * kLog2e : 0.0f;
+    row_delta[r] = valid ? delta[(b * s.heads + h) * s.seq + query] : 0.0f;
+  }
+  const float scale_log2 = scale * kLog2e;
+  float dq[D / 8][4];
+  mma::zero(dq);
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    __syncthreads();
-    load_tile<D>(k_tile, batch_base + s.q_width() + kvh * D, stride, k_block * kRows, s.seq);
-    load_tile<D>(v_tile, batch_base + s.q_width() + s.kv_width() + kvh * D, stride, k_block * kRows, s.seq);
-    __syncthreads();
-    product_abt<D>(q_tile + warp * 16 * L::kTileLd, k_tile, scratch, L::kScoreLd);
-    __syncwarp();
-    float p[32];
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int64_t key = k_block * kRows + half * 32 + j;
-      p[j] = (key <= query && key < s.seq && valid) ? exp2f(scratch[r * L::kScoreLd + half * 32 + j] * scale_log2 - row_lse)
-                                                     : 0.0f;
+    const int stage = int(k_block & 1);
+    if (k_block < q_block) {
+      bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
+      load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, s.seq);
+      load_tile<D, kRows>(next + kTile, v_head, stride, (k_block + 1) * kRows, s.seq);
+      mma::cp_async_commit();
+      mma::cp_async_wait<1>();
+    } else {
+      mma::cp_async_wait<0>();
     }
-    __syncwarp();
-    product_abt<D>(do_tile + warp * 16 * L::kTileLd, v_tile, scratch, L::kScoreLd);  // dP = dO V^T
-    __syncwarp();
+    __syncthreads();
+    const bf16* k_tile = kv_tiles + 2 * stage * kTile;
+    const bf16* v_tile = k_tile + kTile;
+
+    uint32_t a[KC][4];
+    mma::load_a<KC>(a, q_tile, kLd<D>, warp * 16, 0);
+    float p[8][4];
+    mma::zero(p);
+    mma::mma_rows_as_columns<KC, 8>(p, a, k_tile, kLd<D>, 0, 0);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int c = half * 32 + j;
-      ds[r * L::kProbLd + c] = __float2bfloat16(p[j] * (scratch[r * L::kScoreLd + c] - row_delta));
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = k_block * kRows + tile_col(nt, e), query = first_query + tile_row(e);
+        p[nt][e] = (key <= query && key < s.seq && query < s.seq) ? exp2f(p[nt][e] * scale_log2 - row_lse[e / 2])
+                                                                  : 0.0f;
+      }
     }
-    __syncwarp();
-    accumulate_pb<D>(dq, ds, k_tile);  // dQ += dS K
+    mma::load_a<KC>(a, do_tile, kLd<D>, warp * 16, 0);
+    float ds[8][4];  // dP = dO V^T, then dS = P (dP - delta)
+    mma::zero(ds);
+    mma::mma_rows_as_columns<KC, 8>(ds, a, v_tile, kLd<D>, 0, 0);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[nt][e] = p[nt][e] * (ds[nt][e] - row_delta[e / 2]);
+    }
+    uint32_t dsa[4][4];
+    mma::c_to_a<4>(dsa, ds);
+    mma::mma_rows_as_rows<4, D / 8>(dq, dsa, k_tile, kLd<D>, 0, 0);  // dQ += dS K
+    __syncthreads();
   }
-  store_rows<D>(dq, scratch, scale, dqkv + b * s.seq * stride + h * D, stride, q_block * kRows + warp * 16, s.seq);
+  store_rows<D>(dq, scale, dqkv + b * s.seq * stride + h * D, stride, first_query, s.seq);
 }
 
 }  // namespace zb::cuda::flash

@@ -62,10 +62,18 @@ __global__ void sum_of_squares_kernel(const T* x, int64_t n, double* partials) {
   }
 }
 
+// One block: thread i adds partials i, i + kThreads, ... in order, then a fixed tree over the threads.
 __global__ void sum_partials_kernel(const double* partials, int64_t count, double* result) {
-  double total = 0.0;
-  for (int64_t i = 0; i < count; ++i) total += partials[i];
-  *result = total;
+  __shared__ double sums[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+  sums[threadIdx.x] = acc;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *result = sums[0];
 }
 
 }  // namespace
@@ -95,7 +103,7 @@ void sum_of_squares_partials(const T* x, int64_t n, double* partials, cudaStream
 }
 
 void sum_partials(const double* partials, int64_t count, double* result, cudaStream_t stream) {
-  sum_partials_kernel<<<1, 1, 0, stream>>>(partials, count, result);
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partials, count, result);
   ZB_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,189 @@
+// op_bench: times each op of a training step at a model's shapes on one GPU (median of device-timed repeats,
+// on random data), with its count per step, so that the step time can be explained op by op: achieved
+// TFLOP/s for the matrix work, GB/s for the memory-bound kernels.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+
+#include "bench/cli.h"
+#include "core/bf16.h"
+#include "core/cuda_devices.h"
+#include "core/cuda_memory.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "models/model_registry.h"
+#include "models/rope_frequencies.h"
+
+namespace {
+
+using namespace zb;
+
+struct Flags {
+  std::string model = "gpt2";
+  int64_t batch = 16, seq = 1024, repeats = 20;
+};
+
+class OpBench {
+ public:
+  OpBench(const Flags& f, TrackingAllocator& allocator, CudaBackend& gpu) : f_(f), allocator_(allocator), gpu_(gpu) {}
+
+  // A bf16 tensor of normal(0, std) values.
+  Tensor random(Shape shape, float std = 1.0f, DType dtype = DType::bf16) {
+    buffers_.push_back(allocator_.allocate(shape, dtype, MemoryPool::workspace));
+    Tensor t = buffers_.back().view(shape, dtype);
+    std::normal_distribution<float> dist(0.0f, std);
+    if (dtype == DType::bf16) {
+      std::vector<uint16_t> host(shape.numel());
+      for (auto& x : host) x = float_to_bf16_bits(dist(rng_));
+      gpu_.copy(Tensor(host.data(), shape, dtype, Device::cpu()), t);
+    } else {
+      std::vector<float> host(shape.numel());
+      for (auto& x : host) x = dtype == DType::f32 ? dist(rng_) : 0.0f;
+      gpu_.copy(Tensor(host.data(), shape, dtype, Device::cpu()), t);
+    }
+    return t;
+  }
+  Tensor ids(int64_t n, int64_t bound) {
+    std::vector<int32_t> host(n);
+    std::uniform_int_distribution<int32_t> dist(0, int32_t(bound - 1));
+    for (auto& x : host) x = dist(rng_);
+    buffers_.push_back(allocator_.allocate(Shape{n}, DType::i32, MemoryPool::workspace));
+    Tensor t = buffers_.back().view(Shape{n}, DType::i32);
+    gpu_.copy(Tensor(host.data(), Shape{n}, DType::i32, Device::cpu()), t);
+    return t;
+  }
+
+  // Times fn (median of repeats after two warm-ups); flops and bytes give the achieved rates.
+  void time(const std::string& name, double per_step, double flops, double bytes, const std::function<void()>& fn) {
+    for (int i = 0; i < 2; ++i) fn();
+    std::vector<double> ms;
+    for (int64_t i = 0; i < f_.repeats; ++i) {
+      auto start = gpu_.record_event();
+      fn();
+      auto end = gpu_.record_event();
+      ms.push_back(gpu_.elapsed_ms(*start, *end));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    total_ += median * per_step;
+    std::printf("%-28s %9.3f ms x %5.0f = %8.2f ms/step | %7.1f TFLOP/s | %7.0f GB/s\n", name.c_str(), median, per_step,
+                median * per_step, flops / median / 1e9, bytes / median / 1e6);
+  }
+  double total() const { return total_; }
+
+ private:
+  const Flags& f_;
+  TrackingAllocator& allocator_;
+  CudaBackend& gpu_;
+  std::vector<Buffer> buffers_;
+  std::mt19937 rng_{1234};
+  double total_ = 0;
+};
+
+int run(const Flags& f) {
+  if (cuda_device_count() == 0) throw UsageError("op_bench needs a CUDA GPU");
+  const TransformerConfig c = resolve_model(f.model);
+  const int64_t n = f.batch * f.seq, d = c.d_model, L = c.n_layer, vp = c.padded_vocab();
+  TrackingAllocator allocator(std::make_unique<DeviceMemory>(0));
+  CudaBackend gpu(0, allocator);
+  OpBench bench(f, allocator, gpu);
+  std::printf("op_bench %s on %s: batch %lld x seq %lld, bf16\n", c.name.c_str(), cuda_device_name(0).c_str(),
+              (long long)f.batch, (long long)f.seq);
+
+  const Tensor x = bench.random({n, d}), w_ln = bench.random({d}, 0.1f), b_ln = bench.random({d}, 0.1f);
+  Tensor y = bench.random({n, d}), mean = bench.random({n}, 1, DType::f32), rstd = bench.random({n}, 1, DType::f32);
+  Tensor dx = bench.random({n, d}), dw = bench.random({d}), db = bench.random({d});
+  bench.time("layernorm forward", 2.0 * L + 1, 0, 4.0 * n * d, [&] { gpu.layernorm_forward(x, w_ln, b_ln, 1e-5f, y, mean, rstd); });
+  bench.time("layernorm backward", 2.0 * L + 1, 0, 10.0 * n * d,
+             [&] { gpu.layernorm_backward(y, x, w_ln, mean, rstd, dx, dw, db); });
+  bench.time("residual add", 2.0 * L, 0, 6.0 * n * d, [&] { gpu.residual_forward(x, y, dx); });
+
+  struct Linear {
+    const char* name;
+    int64_t in, out;
+  };
+  const Linear linears[] = {{"qkv", d, c.qkv_width()}, {"attn proj", c.attention_width(), d},
+                            {"mlp fc", d, c.mlp_in_width()}, {"mlp proj", c.d_ff, d}};
+  for (const Linear& lin : linears) {
+    const Tensor inp = bench.random({n, lin.in}), w = bench.random({lin.out, lin.in}, 0.02f), bias = bench.random({lin.out}, 0.02f);
+    Tensor out = bench.random({n, lin.out}), dinp = bench.random({n, lin.in}), dwt = bench.random({lin.out, lin.in});
+    Tensor dbias = bench.random({lin.out});
+    const double flops = 2.0 * n * lin.in * lin.out;
+    bench.time(std::string("matmul ") + lin.name + " forward", double(L), flops, 0,
+               [&] { gpu.matmul_forward(inp, w, c.bias ? bias : Tensor{}, out); });
+    Tensor no_bias;
+    bench.time(std::string("matmul ") + lin.name + " backward", double(L), 2 * flops, 0,
+               [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
+  }
+  {
+    const Tensor act = bench.random({n, c.mlp_in_width()});
+    Tensor outp = bench.random({n, c.d_ff}), dact = bench.random({n, c.mlp_in_width()});
+    bench.time("mlp activation forward", double(L), 0, 2.0 * n * (c.mlp_in_width() + c.d_ff), [&] {
+      if (c.mlp == MlpKind::swiglu) gpu.swiglu_forward(act, outp);
+      else gpu.gelu_forward(act, outp);
+    });
+    bench.time("mlp activation backward", double(L), 0, 2.0 * n * (2 * c.mlp_in_width() + c.d_ff), [&] {
+      if (c.mlp == MlpKind::swiglu) gpu.swiglu_backward(outp, act, dact);
+      else gpu.gelu_backward(outp, act, dact);
+    });
+  }
+  {
+    const AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim};
+    Tensor qkv = bench.random({n, s.qkv_width()}), o = bench.random({n, s.q_width()});
+    Tensor lse = bench.random({f.batch, c.n_head, f.seq}, 1, DType::f32), dqkv = bench.random({n, s.qkv_width()});
+    const Tensor dout = bench.random({n, s.q_width()});
+    // Causal: half of the T x T products. Forward 2 of them, backward 5 (dV, dP, dK, dQ and P once more).
+    const double product = 2.0 * f.batch * c.n_head * f.seq * f.seq * c.head_dim / 2;
+    bench.time("attention forward", double(L), 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
+    bench.time("attention backward", double(L), 5 * product, 0,
+               [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
+    if (c.position == PositionKind::rotary) {
+      std::vector<double> freq = rope_inverse_frequencies(c);
+      std::vector<float> freq32(freq.begin(), freq.end());
+      Tensor inv = bench.random({c.head_dim / 2}, 1, DType::f32);
+      gpu.copy(Tensor(freq32.data(), inv.shape, DType::f32, Device::cpu()), inv);
+      bench.time("rope forward", double(L), 0, 4.0 * n * (c.n_head + c.n_kv_head) * c.head_dim,
+                 [&] { gpu.rope_forward(qkv, inv, s); });
+    }
+  }
+  {
+    const Tensor h = bench.random({n, d}), wte = bench.random({vp, d}, 0.02f);
+    Tensor logits = bench.random({n, vp}), losses = bench.random({n}, 1, DType::f32), dh = bench.random({n, d});
+    Tensor dwte = bench.random({vp, d});
+    const Tensor targets = bench.ids(n, c.vocab_size), tokens = bench.ids(n, c.vocab_size);
+    bench.time("lm head forward", 1, 2.0 * n * d * vp, 0, [&] { gpu.matmul_forward(h, wte, Tensor{}, logits); });
+    bench.time("cross-entropy fwd+bwd", 1, 0, 4.0 * n * vp,
+               [&] { gpu.cross_entropy_forward_backward(logits, targets, c.vocab_size, 1.0f / n, losses); });
+    Tensor no_bias;
+    bench.time("lm head backward", 1, 4.0 * n * d * vp, 0,
+               [&] { gpu.matmul_backward(logits, h, wte, dh, dwte, no_bias); });
+    bench.time("embedding forward", 1, 0, 4.0 * n * d, [&] { gpu.embedding_forward(tokens, wte, dh, false); });
+    bench.time("embedding backward", 1, 0, 6.0 * n * d, [&] { gpu.embedding_backward(tokens, dh, dwte); });
+  }
+  {
+    const int64_t params = parameter_count(c);
+    Tensor master = bench.random({params / L}, 0.02f, DType::f32), m = bench.random({params / L}, 1e-3f, DType::f32);
+    Tensor v = bench.random({params / L}, 1e-3f, DType::f32), grad = bench.random({params / L}, 0.01f);
+    Tensor model_copy = bench.random({params / L});
+    OptimizerParams p;
+    bench.time("adamw (per layer's params)", double(L), 0, 30.0 * (params / L),
+               [&] { gpu.optimizer_step(master, grad, m, v, model_copy, p); });
+    bench.time("sum of squares (per layer)", double(L), 0, 2.0 * (params / L), [&] { gpu.sum_of_squares({grad}); });
+  }
+  std::printf("sum of the ops per step: %.1f ms (the trainer's step adds launch gaps and host work)\n", bench.total());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  namespace po = boost::program_options;
+  po::options_description options("op_bench options");
+  options.add_options()("model", po::value(&f.model)->default_value(f.model), "model name or config.json")(
+      "batch-size", po::value(&f.batch)->default_value(f.batch), "samples")(
+      "seq-length", po::value(&f.seq)->default_value(f.seq), "tokens per sample")(
+      "repeats", po::value(&f.repeats)->default_value(f.repeats), "timed repeats per op (the median is shown)");
+  return zb::run_program(argc, argv, "usage: op_bench [options]\nTimes each op of a training step on one GPU.", options,
+                         [&] { return run(f); });
+}
