@@ -44,13 +44,29 @@ __device__ MaxSum block_max_sum(MaxSum local) {
   return total;
 }
 
-template <typename T>
+// kVec elements per thread per step: 16-byte loads when the rows allow (kVec = 16 / sizeof(T)), else 1.
+template <typename T, int kVec>
 __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab, int64_t vocab,
                                      float* losses, T* dlogits, float grad_scale) {
   const int64_t row = blockIdx.x;
   const T* x = logits + row * padded_vocab;
+  auto load = [&](int64_t j, float (&v)[kVec]) {
+    if constexpr (kVec == 1) {
+      v[0] = to_float(x[j]);
+    } else {
+      const Vec16<T> packed = load16(x + j);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[k] = to_float(packed.v[k]);
+    }
+  };
   MaxSum local;
-  for (int64_t j = threadIdx.x; j < vocab; j += kThreads) local.add(to_float(x[j]));
+  for (int64_t j = int64_t(threadIdx.x) * kVec; j < vocab; j += int64_t(kThreads) * kVec) {
+    float v[kVec];
+    load(j, v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      if (j + k < vocab) local.add(v[k]);
+  }
   const MaxSum total = block_max_sum(local);
   const float lse = total.m + logf(total.s);
   const int32_t target = targets[row];
@@ -58,9 +74,21 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
   if (!dlogits) return;
   __syncthreads();  // every thread has read the target logit before any overwrites it
   T* dx = dlogits + row * padded_vocab;
-  for (int64_t j = threadIdx.x; j < padded_vocab; j += kThreads) {
-    const float g = j < vocab ? (__expf(to_float(x[j]) - lse) - (j == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
-    dx[j] = from_float<T>(g);
+  for (int64_t j = int64_t(threadIdx.x) * kVec; j < padded_vocab; j += int64_t(kThreads) * kVec) {
+    float v[kVec];
+    load(j, v);
+    Vec16<T> packed;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int64_t col = j + k;
+      const float g = col < vocab ? (__expf(v[k] - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+      if constexpr (kVec == 1) {
+        dx[col] = from_float<T>(g);
+      } else {
+        packed.v[k] = from_float<T>(g);
+      }
+    }
+    if constexpr (kVec > 1) store16(dx + j, packed);
   }
 }
 
@@ -70,8 +98,14 @@ template <typename T>
 void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t padded_vocab, int64_t vocab,
                    float* losses, T* dlogits, float grad_scale, cudaStream_t stream) {
   if (n == 0) return;
-  cross_entropy_kernel<<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits,
-                                                              grad_scale);
+  constexpr int kVec = Vec16<T>::kSize;
+  if (padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits)) {
+    cross_entropy_kernel<T, kVec>
+        <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);
+  } else {
+    cross_entropy_kernel<T, 1>
+        <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);
+  }
   ZB_CUDA_CHECK_LAUNCH();
 }
 

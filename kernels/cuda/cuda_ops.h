@@ -81,7 +81,7 @@ void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t p
 
 // Adds each tensor's sum of squares into partials[slot...]: call sum_of_squares_partials per tensor with
 // increasing first_slot, then sum_partials over all slots.
-constexpr int kSquarePartialsPerTensor = 256;
+constexpr int kSquarePartialsPerTensor = 1024;
 template <typename T>
 void sum_of_squares_partials(const T* x, int64_t n, double* partials, cudaStream_t stream);
 void sum_partials(const double* partials, int64_t count, double* result, cudaStream_t stream);

@@ -42,44 +42,128 @@ __global__ void norm_forward_kernel(const T* x, const T* weight, const T* bias, 
   }
 }
 
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&v)[8]) {
+  constexpr int kVec = Vec16<T>::kSize;
+#pragma unroll
+  for (int part = 0; part < 8 / kVec; ++part) {
+    Vec16<T> out;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(v[part * kVec + k]);
+    store16(p + part * kVec, out);
+  }
+}
+
+// The row's two reductions of the input gradient: sum(dnorm) and sum(dnorm * xhat), dnorm = dout * weight.
+// Lanes take 8 columns at a time when kVec8 (16-byte loads), single columns otherwise.
+template <bool kVec8, bool kLayerNorm, typename T>
+__device__ __forceinline__ float2 row_sums(const T* dout, const T* x, const T* weight, float mu, float rs, int64_t c) {
+  const int lane = threadIdx.x % 32;
+  float sum_dnorm = 0.0f, sum_dnorm_xhat = 0.0f;
+  if constexpr (kVec8) {
+    for (int64_t j = lane * 8; j < c; j += 32 * 8) {
+      float g[8], xv[8], w[8];
+      load8(dout + j, g), load8(x + j, xv), load8(weight + j, w);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        sum_dnorm += g[k] * w[k];
+        sum_dnorm_xhat += g[k] * w[k] * (xv[k] - mu) * rs;
+      }
+    }
+  } else {
+    for (int64_t j = lane; j < c; j += 32) {
+      const float dnorm = to_float(dout[j]) * to_float(weight[j]);
+      sum_dnorm += dnorm;
+      sum_dnorm_xhat += dnorm * (to_float(x[j]) - mu) * rs;
+    }
+  }
+  return make_float2(kLayerNorm ? warp_sum(sum_dnorm) : 0.0f, warp_sum(sum_dnorm_xhat));
+}
+
 // dx += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * weight
-// (RMSNorm: no mean(dnorm) term and xhat = x * rstd).
-template <typename T, bool kLayerNorm>
+// (RMSNorm: no mean(dnorm) term and xhat = x * rstd). One warp per row.
+template <typename T, bool kLayerNorm, bool kVec8>
 __global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* weight, const float* mean,
                                            const float* rstd, T* dx, int64_t n, int64_t c) {
   const int64_t row = warp_row();
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const float mu = kLayerNorm ? mean[row] : 0.0f, rs = rstd[row];
-  float sum_dnorm = 0.0f, sum_dnorm_xhat = 0.0f;
-  for (int64_t j = lane; j < c; j += 32) {
-    const float dnorm = to_float(dout[row * c + j]) * to_float(weight[j]);
-    sum_dnorm += dnorm;
-    sum_dnorm_xhat += dnorm * (to_float(x[row * c + j]) - mu) * rs;
-  }
-  const float mean_dnorm = kLayerNorm ? warp_sum(sum_dnorm) / c : 0.0f;
-  const float mean_dnorm_xhat = warp_sum(sum_dnorm_xhat) / c;
-  for (int64_t j = lane; j < c; j += 32) {
-    const float dnorm = to_float(dout[row * c + j]) * to_float(weight[j]);
-    const float xhat = (to_float(x[row * c + j]) - mu) * rs;
-    const int64_t i = row * c + j;
-    dx[i] = from_float<T>(to_float(dx[i]) + rs * (dnorm - mean_dnorm - xhat * mean_dnorm_xhat));
+  dout += row * c, x += row * c, dx += row * c;
+  const float2 sums = row_sums<kVec8, kLayerNorm>(dout, x, weight, mu, rs, c);
+  const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
+  auto grad = [&](float g, float w, float xv, float old) {
+    return old + rs * (g * w - mean_dnorm - (xv - mu) * rs * mean_dnorm_xhat);
+  };
+  if constexpr (kVec8) {
+    for (int64_t j = lane * 8; j < c; j += 32 * 8) {
+      float g[8], xv[8], w[8], d[8];
+      load8(dout + j, g), load8(x + j, xv), load8(weight + j, w), load8(dx + j, d);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[k] = grad(g[k], w[k], xv[k], d[k]);
+      store8(dx + j, d);
+    }
+  } else {
+    for (int64_t j = lane; j < c; j += 32) {
+      dx[j] = from_float<T>(grad(to_float(dout[j]), to_float(weight[j]), to_float(x[j]), to_float(dx[j])));
+    }
   }
 }
+
+// The gain and bias gradient terms of one element: dout * xhat and dout.
+template <typename T, bool kLayerNorm>
+struct NormParameterTerms {
+  const T* dout;
+  const T* x;
+  const float* mean;
+  const float* rstd;
+  int64_t c;
+
+  __device__ void vec8(int64_t row, int64_t col0, float (&a)[8], float (&b)[8]) const {
+    float g[8], xv[8];
+    load8(dout + row * c + col0, g);
+    load8(x + row * c + col0, xv);
+    const float mu = kLayerNorm ? mean[row] : 0.0f, rs = rstd[row];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      a[k] += g[k] * (xv[k] - mu) * rs;
+      b[k] += g[k];
+    }
+  }
+  __device__ float2 one(int64_t row, int64_t col) const {
+    const float g = to_float(dout[row * c + col]);
+    return make_float2(g * (to_float(x[row * c + col]) - (kLayerNorm ? mean[row] : 0.0f)) * rstd[row], g);
+  }
+};
+
+template <typename T>
+struct BiasTerms {
+  const T* dout;
+  int64_t c;
+  __device__ void vec8(int64_t row, int64_t col0, float (&a)[8], float (&)[8]) const {
+    float g[8];
+    load8(dout + row * c + col0, g);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) a[k] += g[k];
+  }
+  __device__ float2 one(int64_t row, int64_t col) const { return make_float2(to_float(dout[row * c + col]), 0.0f); }
+};
 
 template <typename T, bool kLayerNorm>
 void norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
                    T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
-  norm_backward_input_kernel<T, kLayerNorm>
-      <<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
+  // 8-column vectors when every row of every operand starts 16-byte aligned.
+  const bool vec8 = c % 8 == 0 && vectorizable<T>(8, dout, x, weight, dx);
+  const unsigned blocks = blocks_for(n, kWarpsPerBlock);
+  if (vec8) {
+    norm_backward_input_kernel<T, kLayerNorm, true>
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
+  } else {
+    norm_backward_input_kernel<T, kLayerNorm, false>
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
+  }
   ZB_CUDA_CHECK_LAUNCH();
-  // dweight += sum_rows dout * xhat; dbias += sum_rows dout.
-  auto values = [=] __device__(int64_t row, int64_t col) {
-    const float g = to_float(dout[row * c + col]);
-    const float xhat = (to_float(x[row * c + col]) - (kLayerNorm ? mean[row] : 0.0f)) * rstd[row];
-    return make_float2(g * xhat, g);
-  };
-  column_reduce(n, c, values, dweight, dbias, scratch, stream);
+  column_reduce(n, c, vec8, NormParameterTerms<T, kLayerNorm>{dout, x, mean, rstd, c}, dweight, dbias, scratch, stream);
 }
 
 }  // namespace
@@ -117,8 +201,8 @@ void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* r
 
 template <typename T>
 void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
-  auto values = [=] __device__(int64_t row, int64_t col) { return make_float2(to_float(dout[row * c + col]), 0.0f); };
-  column_reduce<T>(n, c, values, dbias, nullptr, scratch, stream);
+  const bool aligned = c % 8 == 0 && vectorizable<T>(8, dout);
+  column_reduce<T>(n, c, aligned, BiasTerms<T>{dout, c}, dbias, static_cast<T*>(nullptr), scratch, stream);
 }
 
 #define ZB_INSTANTIATE(T)                                                                                          \
