@@ -2,6 +2,7 @@
 // on random data), with its count per step, so that the step time can be explained op by op: achieved
 // TFLOP/s for the matrix work, GB/s for the memory-bound kernels.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -10,6 +11,7 @@
 #include "core/bf16.h"
 #include "core/cuda_devices.h"
 #include "core/cuda_memory.h"
+#include "kernels/cuda/cublaslt_gemm.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "models/model_registry.h"
 #include "models/rope_frequencies.h"
@@ -93,10 +95,13 @@ int run(const Flags& f) {
   const Tensor x = bench.random({n, d}), w_ln = bench.random({d}, 0.1f), b_ln = bench.random({d}, 0.1f);
   Tensor y = bench.random({n, d}), mean = bench.random({n}, 1, DType::f32), rstd = bench.random({n}, 1, DType::f32);
   Tensor dx = bench.random({n, d}), dw = bench.random({d}), db = bench.random({d});
-  bench.time("layernorm forward", 2.0 * L + 1, 0, 4.0 * n * d, [&] { gpu.layernorm_forward(x, w_ln, b_ln, 1e-5f, y, mean, rstd); });
+  bench.time("layernorm forward", 1, 0, 4.0 * n * d, [&] { gpu.layernorm_forward(x, w_ln, b_ln, 1e-5f, y, mean, rstd); });
   bench.time("layernorm backward", 2.0 * L + 1, 0, 10.0 * n * d,
              [&] { gpu.layernorm_backward(y, x, w_ln, mean, rstd, dx, dw, db); });
-  bench.time("residual add", 2.0 * L, 0, 6.0 * n * d, [&] { gpu.residual_forward(x, y, dx); });
+  bench.time("residual add", 0, 0, 6.0 * n * d, [&] { gpu.residual_forward(x, y, dx); });
+  Tensor z = bench.random({n, d});
+  bench.time("residual add + layernorm fused", 2.0 * L, 0, 8.0 * n * d,
+             [&] { gpu.residual_layernorm_forward(x, dx, y, w_ln, b_ln, 1e-5f, z, mean, rstd); });
 
   struct Linear {
     const char* name;
@@ -114,6 +119,45 @@ int run(const Flags& f) {
     Tensor no_bias;
     bench.time(std::string("matmul ") + lin.name + " backward", double(L), 2 * flops, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
+  }
+  if (c.mlp == MlpKind::gelu) {
+    // cuBLASLt's GELU epilogue against our bias GEMM + GELU kernel: time, and how far its GELU is from ours.
+    const Tensor inp = bench.random({n, d}), w = bench.random({c.d_ff, d}, 0.02f), bias = bench.random({c.d_ff}, 0.02f);
+    Tensor pre = bench.random({n, c.d_ff}), act = bench.random({n, c.d_ff});
+    Tensor pre2 = bench.random({n, c.d_ff}), act2 = bench.random({n, c.d_ff});
+    cuda::CublasLtGemm gemm(allocator);
+    const double flops = 2.0 * n * d * c.d_ff;
+    bench.time("mlp fc + GELU kernel", double(L), flops, 0, [&] {
+      gpu.matmul_forward(inp, w, bias, pre);
+      gpu.gelu_forward(pre, act);
+    });
+    bench.time("mlp fc, GELU epilogue", double(L), flops, 0, [&] {
+      gemm.run({.trans_a = true, .m = c.d_ff, .n = n, .k = d, .a = w.data, .lda = d, .b = inp.data, .ldb = d,
+                .c = act2.data, .ldc = c.d_ff, .dtype = CUDA_R_16BF, .bias = bias.data, .gelu_aux = pre2.data},
+               gpu.stream());
+    });
+    auto host = [&](const Tensor& t) {
+      std::vector<uint16_t> bits(t.numel());
+      Tensor h(bits.data(), t.shape, t.dtype, Device::cpu());
+      gpu.copy(t, h);
+      std::vector<double> v(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_bits_to_float(bits[i]);
+      return v;
+    };
+    auto rel = [](const std::vector<double>& x, const std::vector<double>& y) {
+      double num = 0, den = 0;
+      for (size_t i = 0; i < x.size(); ++i) num += (x[i] - y[i]) * (x[i] - y[i]), den += y[i] * y[i];
+      return std::sqrt(num / den);
+    };
+    std::printf("GELU epilogue vs our kernel: output relative difference %.2e, pre-activation %.2e\n",
+                rel(host(act2), host(act)), rel(host(pre2), host(pre)));
+  }
+  {
+    const Tensor inp = bench.random({n, d}), w = bench.random({c.qkv_width(), d}, 0.02f);
+    Tensor out = bench.random({n, c.qkv_width()}), dinp = bench.random({n, d}), dwt = bench.random({c.qkv_width(), d});
+    Tensor dbias = bench.random({c.qkv_width()}), no_bias;
+    bench.time("qkv backward with bias grad", 0, 0, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, dbias); });
+    bench.time("qkv backward, no bias grad", 0, 0, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, no_bias); });
   }
   {
     const Tensor act = bench.random({n, c.mlp_in_width()});

@@ -64,6 +64,12 @@ class Backend {
                                   const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) = 0;
   // RMSNorm: out = x / sqrt(mean(x^2) + eps) * weight; saves rstd [N].
   virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) = 0;
+  // The residual add fused into the norm that follows it: residual_out = a + b (in the data dtype), then
+  // out = norm(residual_out), as residual_forward followed by layernorm_forward / rmsnorm_forward would give.
+  virtual void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                          const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) = 0;
+  virtual void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                        float eps, Tensor& out, Tensor& rstd) = 0;
   // Adds to dx and dweight.
   virtual void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                 Tensor& dx, Tensor& dweight) = 0;

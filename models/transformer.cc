@@ -70,23 +70,28 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
   if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
 
+  // Each residual add is fused into the norm that reads its result: the attention branch's into the same
+  // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
+  // begins, in effect, with the last op of block l's loop iteration.
+  norm_forward(acts_.residual[0], params_.blocks[0].ln1_weight, params_.blocks[0].ln1_bias, acts_.layers[0].ln1);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
-    norm_forward(acts_.residual[l], w.ln1_weight, w.ln1_bias, a.ln1);
     b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
     if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
     b.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
     b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
-    b.residual_forward(acts_.residual[l], acts_.branch, a.mid);
+    residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
 
-    norm_forward(a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
     b.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
     mlp_activation_forward(a.fc, a.activated);
     b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
-    b.residual_forward(a.mid, acts_.branch, acts_.residual[l + 1]);
+    const bool last = l + 1 == config_.n_layer;
+    residual_norm_forward(a.mid, acts_.branch, acts_.residual[l + 1],
+                          last ? params_.ln_f_weight : params_.blocks[l + 1].ln1_weight,
+                          last ? params_.ln_f_bias : params_.blocks[l + 1].ln1_bias,
+                          last ? acts_.ln_f : acts_.layers[l + 1].ln1);
   }
-  norm_forward(acts_.residual[config_.n_layer], params_.ln_f_weight, params_.ln_f_bias, acts_.ln_f);
   b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
 }
 
@@ -125,6 +130,16 @@ void Transformer::norm_forward(const Tensor& x, const Tensor& weight, const Tens
     backend_.layernorm_forward(x, weight, bias, float(config_.norm_eps), out.out, out.mean, out.rstd);
   } else {
     backend_.rmsnorm_forward(x, weight, float(config_.norm_eps), out.out, out.rstd);
+  }
+}
+
+void Transformer::residual_norm_forward(const Tensor& a, const Tensor& branch, Tensor& residual_out,
+                                        const Tensor& weight, const Tensor& bias, NormOutputs& out) {
+  if (config_.norm == NormKind::layernorm) {
+    backend_.residual_layernorm_forward(a, branch, residual_out, weight, bias, float(config_.norm_eps), out.out,
+                                        out.mean, out.rstd);
+  } else {
+    backend_.residual_rmsnorm_forward(a, branch, residual_out, weight, float(config_.norm_eps), out.out, out.rstd);
   }
 }
 

@@ -45,6 +45,9 @@ class Transformer {
   void forward_to_logits(const Tensor& tokens);
   void backward_from_logit_gradients(const Tensor& tokens);
   void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, NormOutputs& out);
+  // residual_out = a + branch, and out = norm(residual_out), in one fused op.
+  void residual_norm_forward(const Tensor& a, const Tensor& branch, Tensor& residual_out, const Tensor& weight,
+                             const Tensor& bias, NormOutputs& out);
   void norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved, Tensor& dx,
                      Tensor& dweight, Tensor& dbias);
   void mlp_activation_forward(const Tensor& inp, Tensor& out);

@@ -111,6 +111,20 @@ void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float ep
   });
 }
 
+// The reference is the composition itself.
+void CpuBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
+                                            const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                                            Tensor& mean, Tensor& rstd) {
+  residual_forward(a, b, residual_out);
+  layernorm_forward(residual_out, weight, bias, eps, out, mean, rstd);
+}
+
+void CpuBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                          float eps, Tensor& out, Tensor& rstd) {
+  residual_forward(a, b, residual_out);
+  rmsnorm_forward(residual_out, weight, eps, out, rstd);
+}
+
 void CpuBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                   Tensor& dx, Tensor& dweight) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, kCpu);

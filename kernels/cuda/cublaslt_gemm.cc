@@ -38,8 +38,11 @@ CublasLtGemm::~CublasLtGemm() {
 }
 
 const CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
-  const Key key{g.trans_a, g.trans_b, g.m,        g.n, g.k, g.lda, g.ldb, g.ldc, int(g.dtype), g.bias != nullptr,
-                alignment_of(g.a), alignment_of(g.b), alignment_of(g.c)};
+  const Key key{g.trans_a,         g.trans_b,         g.m,
+                g.n,               g.k,               g.lda,
+                g.ldb,             g.ldc,             int(g.dtype),
+                g.bias != nullptr, alignment_of(g.a), alignment_of(g.b),
+                alignment_of(g.c), g.gelu_aux != nullptr};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
@@ -48,9 +51,15 @@ const CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  if (g.bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (g.bias || g.gelu_aux) {
+    const cublasLtEpilogue_t epilogue = g.gelu_aux ? (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                                   : CUBLASLT_EPILOGUE_BIAS;
     ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  }
+  if (g.gelu_aux) {
+    const int64_t aux_ld = g.ldc;
+    ZB_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
   // Layouts are column-major: rows x columns with leading dimension ld.
   ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, g.dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
@@ -83,6 +92,10 @@ void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   const Plan& plan = plan_for(g);
   if (g.bias) {
     ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  }
+  if (g.gelu_aux) {
+    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.gelu_aux,
+                                                   sizeof g.gelu_aux));
   }
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   ZB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c,

@@ -26,6 +26,8 @@ struct GemmArgs {
   cudaDataType_t dtype = CUDA_R_32F;  // of A, B, C and the bias
   const void* bias = nullptr;         // length m, added to every column of C
   bool accumulate = false;            // C += instead of C =
+  // With gelu_aux: C = GELU(op(A) op(B) + bias) and gelu_aux (same layout as C) receives the GELU's input.
+  void* gelu_aux = nullptr;
 };
 
 class CublasLtGemm {
@@ -39,7 +41,8 @@ class CublasLtGemm {
 
  private:
   struct Plan;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, int, int>;
+  using Key =
+      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, int, int, bool>;
   const Plan& plan_for(const GemmArgs& args);
 
   cublasLtHandle_t handle_ = nullptr;

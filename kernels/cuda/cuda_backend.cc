@@ -152,6 +152,29 @@ void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float e
   });
 }
 
+void CudaBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
+                                             const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                                             Tensor& mean, Tensor& rstd) {
+  const auto [n, c] = checks::layernorm(a, weight, bias, out, mean, rstd, device());
+  checks::same_shape(a, b, "residual input", device());
+  checks::same_shape(a, residual_out, "residual output", device());
+  dispatch(a.dtype, [&]<typename T>() {
+    cuda::residual_layernorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), bias.as<T>(), eps,
+                                        out.as<T>(), mean.as<float>(), rstd.as<float>(), n, c, stream_);
+  });
+}
+
+void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
+                                           const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+  const auto [n, c] = checks::rmsnorm(a, weight, out, rstd, device());
+  checks::same_shape(a, b, "residual input", device());
+  checks::same_shape(a, residual_out, "residual output", device());
+  dispatch(a.dtype, [&]<typename T>() {
+    cuda::residual_rmsnorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), eps, out.as<T>(),
+                                      rstd.as<float>(), n, c, stream_);
+  });
+}
+
 void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                    Tensor& dx, Tensor& dweight) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, device());

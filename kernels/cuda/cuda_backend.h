@@ -41,6 +41,10 @@ class CudaBackend final : public Backend {
   void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) override;
   void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
+  void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                  const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) override;
+  void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight, float eps,
+                                Tensor& out, Tensor& rstd) override;
   void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                         Tensor& dweight) override;
 

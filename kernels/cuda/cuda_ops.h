@@ -42,6 +42,13 @@ void layernorm_backward(const T* dout, const T* x, const T* weight, const float*
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
                      cudaStream_t stream);
+// residual = a + b (rounded to T), then the norm of residual: one kernel, the sum never re-read from DRAM.
+template <typename T>
+void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
+                                float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream);
+template <typename T>
+void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
+                              int64_t n, int64_t c, cudaStream_t stream);
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
                       int64_t c, Scratch scratch, cudaStream_t stream);

@@ -12,19 +12,29 @@ __device__ __forceinline__ int64_t warp_row() {
   return int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
 }
 
-template <typename T, bool kLayerNorm>
-__global__ void norm_forward_kernel(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean,
-                                    float* rstd, int64_t n, int64_t c) {
+// One warp per row. With a second input b (kResidual), the row is first formed as x = a + b, rounded to T and
+// stored to `residual` (exactly what a separate residual add would store), then normalised; the passes that
+// read x again hit the cache lines this warp just wrote.
+template <typename T, bool kLayerNorm, bool kResidual>
+__global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps,
+                                    T* out, float* mean, float* rstd, int64_t n, int64_t c) {
   const int64_t row = warp_row();
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
-  const T* xr = x + row * c;
-  float mu = 0.0f;
-  if constexpr (kLayerNorm) {
-    float sum = 0.0f;
-    for (int64_t j = lane; j < c; j += 32) sum += to_float(xr[j]);
-    mu = warp_sum(sum) / c;
+  const T* xr = (kResidual ? residual : a) + row * c;
+  float sum = 0.0f;
+  for (int64_t j = lane; j < c; j += 32) {
+    float x;
+    if constexpr (kResidual) {
+      const T rounded = from_float<T>(to_float(a[row * c + j]) + to_float(b[row * c + j]));
+      residual[row * c + j] = rounded;
+      x = to_float(rounded);
+    } else {
+      x = to_float(xr[j]);
+    }
+    sum += x;
   }
+  const float mu = kLayerNorm ? warp_sum(sum) / c : 0.0f;
   float sq = 0.0f;
   for (int64_t j = lane; j < c; j += 32) {
     const float d = to_float(xr[j]) - mu;
@@ -40,6 +50,14 @@ __global__ void norm_forward_kernel(const T* x, const T* weight, const T* bias, 
     if constexpr (kLayerNorm) mean[row] = mu;
     rstd[row] = rs;
   }
+}
+
+template <typename T, bool kLayerNorm, bool kResidual>
+void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
+                         float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
+  norm_forward_kernel<T, kLayerNorm, kResidual><<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
+  ZB_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
@@ -173,9 +191,19 @@ size_t column_reduce_scratch(int64_t n, int64_t c) { return size_t(2 * column_ch
 template <typename T>
 void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean, float* rstd,
                        int64_t n, int64_t c, cudaStream_t stream) {
-  norm_forward_kernel<T, true>
-      <<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(x, weight, bias, eps, out, mean, rstd, n, c);
-  ZB_CUDA_CHECK_LAUNCH();
+  launch_norm_forward<T, true, false>(x, nullptr, nullptr, weight, bias, eps, out, mean, rstd, n, c, stream);
+}
+
+template <typename T>
+void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
+                                float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
+  launch_norm_forward<T, true, true>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c, stream);
+}
+
+template <typename T>
+void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
+                              int64_t n, int64_t c, cudaStream_t stream) {
+  launch_norm_forward<T, false, true>(a, b, residual, weight, nullptr, eps, out, nullptr, rstd, n, c, stream);
 }
 
 template <typename T>
@@ -187,10 +215,7 @@ void layernorm_backward(const T* dout, const T* x, const T* weight, const float*
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
                      cudaStream_t stream) {
-  norm_forward_kernel<T, false>
-      <<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(x, weight, nullptr, eps, out, nullptr, rstd,
-                                                                           n, c);
-  ZB_CUDA_CHECK_LAUNCH();
+  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, stream);
 }
 
 template <typename T>
@@ -211,6 +236,10 @@ void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, Scratch scratc
   template void layernorm_backward<T>(const T*, const T*, const T*, const float*, const float*, T*, T*, T*,         \
                                       int64_t, int64_t, Scratch, cudaStream_t);                                   \
   template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, cudaStream_t);         \
+  template void residual_layernorm_forward<T>(const T*, const T*, T*, const T*, const T*, float, T*, float*, float*, \
+                                              int64_t, int64_t, cudaStream_t);                                     \
+  template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, T*, float*, int64_t, int64_t,   \
+                                            cudaStream_t);                                                         \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, Scratch,  \
                                     cudaStream_t);                                                                \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t, Scratch, cudaStream_t);

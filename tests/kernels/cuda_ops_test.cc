@@ -75,6 +75,31 @@ TEST_P(CudaOps, LayerNormForwardAndBackward) {
   expect_close(gdb, rdb, "layernorm dbias");
 }
 
+TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
+  const int64_t n = 70, c = 136;
+  auto a = normal(n * c), b = normal(n * c), w = normal(c, 0.3, 1.0), bias = normal(c);
+  std::vector<float> sum(n * c), y(n * c), mean(n), rstd(n), y_rms(n * c), rstd_rms(n);
+  cpu.residual_layernorm_forward(view(a, {n, c}), view(b, {n, c}), out(view(sum, {n, c})), view(w, {c}), view(bias, {c}),
+                                 1e-5f, out(view(y, {n, c})), out(view(mean, {n})), out(view(rstd, {n})));
+  std::vector<float> stored_sum = representable(sum, dt());  // the sum as the GPU stores it
+  cpu.rmsnorm_forward(view(stored_sum, {n, c}), view(w, {c}), 1e-5f, out(view(y_rms, {n, c})), out(view(rstd_rms, {n})));
+  const Tensor ga = up(a, {n, c}), gb = up(b, {n, c}), gw = up(w, {c});
+  Tensor g_sum = poisoned({n, c}, dt()), gy = poisoned({n, c}, dt()), g_mean = poisoned({n}, DType::f32);
+  Tensor g_rstd = poisoned({n}, DType::f32), g_sum2 = poisoned({n, c}, dt()), gy_rms = poisoned({n, c}, dt());
+  Tensor g_rstd_rms = poisoned({n}, DType::f32);
+  gpu->residual_layernorm_forward(ga, gb, g_sum, gw, up(bias, {c}), 1e-5f, gy, g_mean, g_rstd);
+  gpu->residual_rmsnorm_forward(ga, gb, g_sum2, gw, 1e-5f, gy_rms, g_rstd_rms);
+  expect_close(g_sum, sum, "residual sum");
+  EXPECT_EQ(download(g_sum), download(g_sum2)) << "both fused norms store the same residual";
+  // The norm reads the sum as stored (rounded to bf16 in bf16 runs).
+  std::vector<float> y_stored(n * c), mean_stored(n), rstd_stored(n);
+  cpu.layernorm_forward(view(stored_sum, {n, c}), view(w, {c}), view(bias, {c}), 1e-5f, out(view(y_stored, {n, c})),
+                        out(view(mean_stored, {n})), out(view(rstd_stored, {n})));
+  expect_close(gy, dt() == DType::f32 ? y : y_stored, "fused layernorm");
+  expect_close(gy_rms, y_rms, "fused rmsnorm");
+  EXPECT_LE(relative_error(download(g_rstd_rms), rstd_rms), 1e-5);
+}
+
 TEST_P(CudaOps, RmsNormForwardAndBackward) {
   const int64_t n = 65, c = 128;
   auto x = normal(n * c, 1.5), w = normal(c, 0.3, 1.0), dout = normal(n * c), dx = normal(n * c), dw = normal(c);
