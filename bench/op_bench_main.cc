@@ -144,9 +144,9 @@ int run(const Flags& f) {
       for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_bits_to_float(bits[i]);
       return v;
     };
-    auto rel = [](const std::vector<double>& x, const std::vector<double>& y) {
+    auto rel = [](const std::vector<double>& got, const std::vector<double>& ref) {
       double num = 0, den = 0;
-      for (size_t i = 0; i < x.size(); ++i) num += (x[i] - y[i]) * (x[i] - y[i]), den += y[i] * y[i];
+      for (size_t i = 0; i < got.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
       return std::sqrt(num / den);
     };
     std::printf("GELU epilogue vs our kernel: output relative difference %.2e, pre-activation %.2e\n",
