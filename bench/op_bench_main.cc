@@ -83,6 +83,9 @@ class OpBench {
 };
 
 int run(const Flags& f) {
+  if (f.batch < 1 || f.seq < 1 || f.repeats < 1) {
+    throw UsageError("--batch-size, --seq-length and --repeats must be positive integers");
+  }
   if (cuda_device_count() == 0) throw UsageError("op_bench needs a CUDA GPU");
   const TransformerConfig c = resolve_model(f.model);
   const int64_t n = f.batch * f.seq, d = c.d_model, L = c.n_layer, vp = c.padded_vocab();

@@ -13,13 +13,28 @@ namespace {
 
 constexpr int kSimpleWarpsPerBlock = 4;
 
+// Raises a kernel's dynamic shared-memory limit, after checking that this GPU offers that much per block.
 template <typename Kernel>
 void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  int device = 0, limit = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  ZB_CHECK(bytes <= size_t(limit), "the flash-attention kernels need ", bytes, " bytes of shared memory per block; this ",
+           "GPU offers ", limit, " (head size 128 in bf16 needs a Hopper- or A100-class GPU for now)");
   ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+// The flash kernels put (batch, head) pairs on the grid's y axis and load 16-byte vectors.
+void check_flash_launch(const AttentionShape& s, const void* a, const void* b) {
+  ZB_CHECK(s.batch * s.heads <= 65535, "flash attention handles at most 65535 (batch x heads), got ",
+           s.batch * s.heads);
+  ZB_CHECK(reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0,
+           "flash attention needs 16-byte aligned tensors");
 }
 
 template <int D>
 void flash_forward(const bf16* qkv, const AttentionShape& s, bf16* out, float* lse, float scale, cudaStream_t stream) {
+  check_flash_launch(s, qkv, out);
   static const bool configured = (allow_dynamic_smem(flash::forward_kernel<D>, flash::forward_smem<D>()), true);
   (void)configured;
   const dim3 grid(unsigned((s.seq + flash::kRows - 1) / flash::kRows), unsigned(s.batch * s.heads));
@@ -30,6 +45,8 @@ void flash_forward(const bf16* qkv, const AttentionShape& s, bf16* out, float* l
 template <int D>
 void flash_backward(const bf16* dout, const bf16* qkv, const float* lse, const float* delta, const AttentionShape& s,
                     bf16* dqkv, float scale, cudaStream_t stream) {
+  check_flash_launch(s, qkv, dqkv);
+  check_flash_launch(s, dout, qkv);
   static const bool configured = (allow_dynamic_smem(flash::dkdv_kernel<D>, flash::dkdv_smem<D>()),
                                   allow_dynamic_smem(flash::dq_kernel<D>, flash::dq_smem<D>()), true);
   (void)configured;

@@ -8,6 +8,8 @@
 // one(row, col) returns the two terms of one element.
 #pragma once
 
+#include <algorithm>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -30,21 +32,23 @@ __device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
   }
 }
 
+// Chunk j of the rows is summed by block row j mod gridDim.y (the grid's y extent is capped at 65535).
 template <int kOutputs, typename Terms>
-__global__ void column_partials_kernel(int64_t n, int64_t c, Terms terms, float* partials) {
+__global__ void column_partials_kernel(int64_t n, int64_t c, int64_t chunks, Terms terms, float* partials) {
   const int64_t col0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
-  const int64_t chunk = blockIdx.y, chunks = gridDim.y;
   if (col0 >= c) return;
-  float a[8] = {}, b[8] = {};
-  const int64_t end = min(n, (chunk + 1) * kRowsPerChunk);
-  for (int64_t row = chunk * kRowsPerChunk; row < end; ++row) terms.vec8(row, col0, a, b);
-  float* out = partials + chunk * c + col0;
-  reinterpret_cast<float4*>(out)[0] = make_float4(a[0], a[1], a[2], a[3]);
-  reinterpret_cast<float4*>(out)[1] = make_float4(a[4], a[5], a[6], a[7]);
-  if constexpr (kOutputs > 1) {
-    out += chunks * c;
-    reinterpret_cast<float4*>(out)[0] = make_float4(b[0], b[1], b[2], b[3]);
-    reinterpret_cast<float4*>(out)[1] = make_float4(b[4], b[5], b[6], b[7]);
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    float a[8] = {}, b[8] = {};
+    const int64_t end = min(n, (chunk + 1) * kRowsPerChunk);
+    for (int64_t row = chunk * kRowsPerChunk; row < end; ++row) terms.vec8(row, col0, a, b);
+    float* out = partials + chunk * c + col0;
+    reinterpret_cast<float4*>(out)[0] = make_float4(a[0], a[1], a[2], a[3]);
+    reinterpret_cast<float4*>(out)[1] = make_float4(a[4], a[5], a[6], a[7]);
+    if constexpr (kOutputs > 1) {
+      out += chunks * c;
+      reinterpret_cast<float4*>(out)[0] = make_float4(b[0], b[1], b[2], b[3]);
+      reinterpret_cast<float4*>(out)[1] = make_float4(b[4], b[5], b[6], b[7]);
+    }
   }
 }
 
@@ -98,11 +102,11 @@ void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* 
   ZB_CHECK(scratch.bytes >= size_t(2 * chunks * c) * sizeof(float), "column_reduce scratch too small");
   auto* partials = static_cast<float*>(scratch.data);
   const int threads = int(std::min<int64_t>(256, (c / 8 + 31) / 32 * 32));
-  const dim3 grid(blocks_for(c / 8, threads), unsigned(chunks));
+  const dim3 grid(blocks_for(c / 8, threads), unsigned(std::min<int64_t>(chunks, 65535)));
   if (out1) {
-    column_partials_kernel<2><<<grid, threads, 0, stream>>>(n, c, terms, partials);
+    column_partials_kernel<2><<<grid, threads, 0, stream>>>(n, c, chunks, terms, partials);
   } else {
-    column_partials_kernel<1><<<grid, threads, 0, stream>>>(n, c, terms, partials);
+    column_partials_kernel<1><<<grid, threads, 0, stream>>>(n, c, chunks, terms, partials);
   }
   ZB_CUDA_CHECK_LAUNCH();
   column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, out0, out1);

@@ -290,21 +290,22 @@ void CudaBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out
   dispatch(a.dtype, [&]<typename T>() { cuda::residual_forward<T>(a.as<T>(), b.as<T>(), out.as<T>(), n, stream_); });
 }
 
-void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) {
+void CudaBackend::run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,
+                                    bool write_gradient, float grad_scale) {
   const auto [n, padded] = checks::cross_entropy(logits, targets, vocab, losses, device());
   dispatch(logits.dtype, [&]<typename T>() {
-    cuda::cross_entropy<T>(logits.as<T>(), targets.as<int32_t>(), n, padded, vocab, losses.as<float>(), nullptr, 0.0f,
-                           stream_);
+    cuda::cross_entropy<T>(logits.as<T>(), targets.as<int32_t>(), n, padded, vocab, losses.as<float>(),
+                           write_gradient ? logits.as<T>() : nullptr, grad_scale, stream_);
   });
+}
+
+void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) {
+  run_cross_entropy(logits, targets, vocab, losses, false, 0.0f);
 }
 
 void CudaBackend::cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab,
                                                  float grad_scale, Tensor& losses) {
-  const auto [n, padded] = checks::cross_entropy(logits, targets, vocab, losses, device());
-  dispatch(logits.dtype, [&]<typename T>() {
-    cuda::cross_entropy<T>(logits.as<T>(), targets.as<int32_t>(), n, padded, vocab, losses.as<float>(), logits.as<T>(),
-                           grad_scale, stream_);
-  });
+  run_cross_entropy(logits, targets, vocab, losses, true, grad_scale);
 }
 
 double CudaBackend::sum_of_squares(const std::vector<Tensor>& tensors) {

@@ -77,6 +77,9 @@ class CudaBackend final : public Backend {
  private:
   // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
   cuda::Scratch scratch(size_t bytes);
+  // The fused classifier; with write_gradient the logit gradient overwrites the logits.
+  void run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,
+                         bool write_gradient, float grad_scale);
 
   int ordinal_;
   TrackingAllocator& allocator_;

@@ -44,7 +44,12 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 
-inline unsigned blocks_for(int64_t work, int per_block) { return unsigned((work + per_block - 1) / per_block); }
+// Blocks to cover `work` items at `per_block` each; refuses more than a grid's x extent can hold.
+inline unsigned blocks_for(int64_t work, int per_block) {
+  const int64_t blocks = (work + per_block - 1) / per_block;
+  ZB_CHECK(blocks <= 0x7fffffff, "a launch of ", blocks, " blocks exceeds the grid limit");
+  return unsigned(blocks);
+}
 
 // True when every pointer is 16-byte aligned and n is a whole number of 16-byte vectors of T.
 template <typename T, typename... Ptrs>

@@ -92,6 +92,7 @@ template <typename T>
 void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int64_t n, int64_t c, int64_t vocab,
                         Scratch scratch, cudaStream_t stream) {
   if (n == 0) return;
+  ZB_CHECK(n <= 0x7fffffff, "embedding_backward sorts at most 2^31 - 1 ids, got ", n);  // CUB counts in int
   ZB_CHECK(scratch.bytes >= embedding_backward_scratch(n), "embedding_backward scratch too small");
   SortBuffers b = carve(scratch, n);
   iota_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(b.positions, n);

@@ -33,6 +33,26 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, int64_t 
   }
 }
 
+// The key/value pipeline of the forward and dQ kernels: starts copying key block k_block + 1 into the other
+// stage (when there is one), waits for block k_block's copy, and returns its K tile (V follows it).
+template <int D>
+__device__ __forceinline__ const bf16* advance_kv(bf16* kv_tiles, const bf16* k_head, const bf16* v_head,
+                                                  int64_t stride, int64_t k_block, int64_t last_block, int64_t seq) {
+  constexpr int kTile = kRows * kLd<D>;
+  const int stage = int(k_block & 1);
+  if (k_block < last_block) {
+    bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
+    load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, seq);
+    load_tile<D, kRows>(next + kTile, v_head, stride, (k_block + 1) * kRows, seq);
+    mma::cp_async_commit();
+    mma::cp_async_wait<1>();
+  } else {
+    mma::cp_async_wait<0>();
+  }
+  __syncthreads();
+  return kv_tiles + 2 * stage * kTile;
+}
+
 // Writes a warp's 16 x D block of C tiles, times `scale`, to rows first_row.. of a head (row_stride apart).
 template <int D>
 __device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], float scale, bf16* head, int64_t row_stride,
@@ -87,20 +107,9 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const bf16* qkv, Atte
   uint32_t qa[KC][4];
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    const int stage = int(k_block & 1);
-    if (k_block < q_block) {
-      bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
-      load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, s.seq);
-      load_tile<D, kRows>(next + kTile, v_head, stride, (k_block + 1) * kRows, s.seq);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();
-    if (k_block == 0) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
-    const bf16* k_tile = kv_tiles + 2 * stage * kTile;
+    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
     const bf16* v_tile = k_tile + kTile;
+    if (k_block == 0) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
 
     float sc[8][4];
     mma::zero(sc);
@@ -317,18 +326,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* dout, const bf
   mma::zero(dq);
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    const int stage = int(k_block & 1);
-    if (k_block < q_block) {
-      bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
-      load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, s.seq);
-      load_tile<D, kRows>(next + kTile, v_head, stride, (k_block + 1) * kRows, s.seq);
-      mma::cp_async_commit();
-      mma::cp_async_wait<1>();
-    } else {
-      mma::cp_async_wait<0>();
-    }
-    __syncthreads();
-    const bf16* k_tile = kv_tiles + 2 * stage * kTile;
+    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
     const bf16* v_tile = k_tile + kTile;
 
     uint32_t a[KC][4];

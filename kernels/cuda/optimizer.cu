@@ -97,8 +97,9 @@ void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_
     sgd_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, params_out, n, p.lr, p.momentum, p.weight_decay,
                                                 p.grad_scale);
   } else {
-    const float bias1 = 1.0f - std::pow(p.beta1, float(p.step));
-    const float bias2 = 1.0f - std::pow(p.beta2, float(p.step));
+    // In double, as torch computes them: 1 - 0.999f in float is already 1.3e-5 relative off.
+    const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
+    const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
     adam_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, v, params_out, n, p.lr, p.beta1, p.beta2, p.eps,
                                                  p.weight_decay, p.grad_scale, bias1, bias2,
                                                  p.kind == OptimizerKind::adamw);
