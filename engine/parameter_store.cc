@@ -6,7 +6,7 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
                                bool needs_second_moment)
     : layout_(layout), dtype_(dtype) {
   const bool separate_master = has_separate_master(dtype);
-  const DType state_dtype = separate_master ? DType::f32 : dtype;
+  const DType state_dtype = master_dtype(dtype);
   for (const ParameterUnit& unit : layout.units()) {
     const Shape flat{unit.numel};
     params_.push_back(allocator.allocate(flat, dtype, MemoryPool::parameters));

@@ -20,6 +20,8 @@ class ParameterStore {
 
   // fp32 master weights are separate buffers only when the model's own dtype is 16-bit.
   static bool has_separate_master(DType dtype) { return dtype != DType::f32 && dtype != DType::f64; }
+  // The dtype of the master weights and the optimizer moments: fp32 beside 16-bit weights, else the weights'.
+  static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
 
   // Fills the weights from the layout's seeded initialisation and zeroes gradients and optimizer state.
   void initialize(Backend& backend, uint64_t seed);
@@ -34,13 +36,12 @@ class ParameterStore {
   Tensor master(size_t u) const { return master_.empty() ? params(u) : view(master_[u], u, DType::f32); }
   // The model's weights when they are not the master weights themselves (16-bit training), else empty.
   Tensor model_copy(size_t u) const { return master_.empty() ? Tensor{} : params(u); }
-  Tensor first_moment(size_t u) const { return view(m_[u], u, master_dtype()); }
-  Tensor second_moment(size_t u) const { return v_.empty() ? Tensor{} : view(v_[u], u, master_dtype()); }
+  Tensor first_moment(size_t u) const { return view(m_[u], u, master_dtype(dtype_)); }
+  Tensor second_moment(size_t u) const { return v_.empty() ? Tensor{} : view(v_[u], u, master_dtype(dtype_)); }
   std::vector<Tensor> all_params() const;
   std::vector<Tensor> all_grads() const;
 
  private:
-  DType master_dtype() const { return master_.empty() ? dtype_ : DType::f32; }
   Tensor view(const Buffer& b, size_t u, DType dtype) const { return b.view(Shape{layout_.unit(u).numel}, dtype); }
 
   const ParameterLayout& layout_;
