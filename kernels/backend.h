@@ -77,6 +77,13 @@ class Backend {
   // --- linear layers ----------------------------------------------------------------------------------------
   // out [N, M] = inp [N, K] weight[M, K]^T (+ bias [M] unless bias is empty).
   virtual void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) = 0;
+  // pre = matmul_forward(inp, weight, bias), out = gelu(pre): one GEMM with a GELU epilogue where the backend
+  // has one (the two values differ from the separate ops' only by where the fp32 pre-activation is rounded).
+  virtual void matmul_gelu_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& pre,
+                                   Tensor& out) {
+    matmul_forward(inp, weight, bias, pre);
+    gelu_forward(pre, out);
+  }
   // Writes dinp [N, K]; adds to dweight [M, K] and, unless empty, dbias [M].
   virtual void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
                                Tensor& dweight, Tensor& dbias) = 0;

@@ -83,8 +83,12 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
     b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
     residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
 
-    b.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
-    mlp_activation_forward(a.fc, a.activated);
+    if (config_.mlp == MlpKind::gelu) {
+      b.matmul_gelu_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc, a.activated);
+    } else {
+      b.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
+      mlp_activation_forward(a.fc, a.activated);
+    }
     b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
     const bool last = l + 1 == config_.n_layer;
     residual_norm_forward(a.mid, acts_.branch, acts_.residual[l + 1],

@@ -14,6 +14,12 @@ int alignment_of(const void* p) {
   return address ? int(std::min<uintptr_t>(256, address & (~address + 1))) : 256;
 }
 
+cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
+  if (g.bias_grad) return CUBLASLT_EPILOGUE_BGRADB;
+  if (g.gelu_aux) return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 }  // namespace
 
 struct CublasLtGemm::Plan {
@@ -37,29 +43,30 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
-  const Key key{g.trans_a,         g.trans_b,         g.m,
-                g.n,               g.k,               g.lda,
-                g.ldb,             g.ldc,             int(g.dtype),
-                g.bias != nullptr, alignment_of(g.a), alignment_of(g.b),
-                alignment_of(g.c), g.gelu_aux != nullptr};
+const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
+  const cublasLtEpilogue_t epilogue = epilogue_of(g);
+  const Key key{g.trans_a, g.trans_b,   g.m,          g.n,
+                g.k,       g.lda,       g.ldb,        g.ldc,
+                int(g.dtype), int(epilogue), alignment_of(g.a), alignment_of(g.b),
+                alignment_of(g.c)};
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
+  if (it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
   ZB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  if (g.bias || g.gelu_aux) {
-    const cublasLtEpilogue_t epilogue = g.gelu_aux ? (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-                                                   : CUBLASLT_EPILOGUE_BIAS;
-    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  }
+  ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (g.gelu_aux) {
     const int64_t aux_ld = g.ldc;
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+  }
+  if (g.bias_grad) {  // fp32 sums whatever the matrices' type: the gradient is rounded once, where it is added.
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    ZB_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
   }
   // Layouts are column-major: rows x columns with leading dimension ld.
   ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, g.dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
@@ -81,16 +88,28 @@ const CublasLtGemm::Plan& CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
                                                                preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    plans_[key] = nullptr;
+    return nullptr;
+  }
   ZB_CUBLAS_CHECK(status);
-  if (found == 0) throw Error(cat("cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k));
   plan->algo = result.algo;
-  return *(plans_[key] = std::move(plan));
+  return (plans_[key] = std::move(plan)).get();
 }
 
 void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
-  if (g.m == 0 || g.n == 0) return;
-  const Plan& plan = plan_for(g);
-  if (g.bias) {
+  if (!try_run(g, stream)) throw Error(cat("cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k));
+}
+
+bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m == 0 || g.n == 0) return true;
+  const Plan* found = plan_for(g);
+  if (!found) return false;
+  const Plan& plan = *found;
+  if (g.bias_grad) {
+    ZB_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias_grad, sizeof g.bias_grad));
+  } else if (g.bias) {
     ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   }
   if (g.gelu_aux) {
@@ -100,6 +119,7 @@ void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   ZB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c,
                                  &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+  return true;
 }
 
 }  // namespace zb::cuda

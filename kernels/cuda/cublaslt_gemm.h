@@ -28,6 +28,8 @@ struct GemmArgs {
   bool accumulate = false;            // C += instead of C =
   // With gelu_aux: C = GELU(op(A) op(B) + bias) and gelu_aux (same layout as C) receives the GELU's input.
   void* gelu_aux = nullptr;
+  // With bias_grad (fp32, length n): overwritten with the sums of op(B)'s columns over k (the BGRADB epilogue).
+  float* bias_grad = nullptr;
 };
 
 class CublasLtGemm {
@@ -38,12 +40,15 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   void run(const GemmArgs& args, cudaStream_t stream);
+  // As run, but returns false (and does nothing) when cuBLASLt has no algorithm for the shape and epilogue:
+  // the caller then does the epilogue's work itself.
+  bool try_run(const GemmArgs& args, cudaStream_t stream);
 
  private:
   struct Plan;
-  using Key =
-      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, int, int, bool>;
-  const Plan& plan_for(const GemmArgs& args);
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int>;
+  // The cached plan, or nullptr when cuBLASLt offers no algorithm (also cached).
+  const Plan* plan_for(const GemmArgs& args);
 
   cublasLtHandle_t handle_ = nullptr;
   Buffer workspace_;

@@ -15,14 +15,15 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// Calls fn.template operator()<T>() with T = float or __nv_bfloat16, matching dtype.
+// Returns fn.template operator()<T>() with T = float or __nv_bfloat16, matching dtype.
 template <typename Fn>
-void dispatch(DType dtype, Fn&& fn) {
+auto dispatch(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: fn.template operator()<float>(); return;
-    case DType::bf16: fn.template operator()<bf16>(); return;
+    case DType::f32: return fn.template operator()<float>();
+    case DType::bf16: return fn.template operator()<bf16>();
     default: ZB_CHECK(false, "the CUDA backend computes in fp32 or bf16, not ", dtype_name(dtype));
   }
+  return fn.template operator()<float>();  // not reached: ZB_CHECK threw
 }
 
 template <typename T>
@@ -197,6 +198,20 @@ void CudaBackend::matmul_forward(const Tensor& inp, const Tensor& weight, const 
   });
 }
 
+// The GELU epilogue when cuBLASLt has it for this shape (it computes the tanh form, as our kernel does).
+void CudaBackend::matmul_gelu_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& pre,
+                                      Tensor& out) {
+  const auto [n, k, m] = checks::matmul(inp, weight, bias, pre, device());
+  checks::same_shape(pre, out, "matmul_gelu out", device());
+  const bool fused = epilogues_.gelu && dispatch(inp.dtype, [&]<typename T>() {
+    return gemm_->try_run({.trans_a = true, .m = m, .n = n, .k = k, .a = weight.data, .lda = k, .b = inp.data,
+                           .ldb = k, .c = out.data, .ldc = m, .dtype = cuda_type<T>(),
+                           .bias = bias.empty() ? nullptr : bias.data, .gelu_aux = pre.data},
+                          stream_);
+  });
+  if (!fused) Backend::matmul_gelu_forward(inp, weight, bias, pre, out);
+}
+
 void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
                                   Tensor& dweight, Tensor& dbias) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
@@ -207,13 +222,21 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
     gemm_->run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data, .ldc = k,
                 .dtype = cuda_type<T>()},
                stream_);
-    // dweight[m, k] += dout[n, m]^T inp[n, k]
-    gemm_->run({.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data, .ldb = m,
-                .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(), .accumulate = true},
-               stream_);
-    if (!dbias.empty()) {
-      cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+    // dweight[m, k] += dout[n, m]^T inp[n, k]; the bias gradient's column sums of dout come out of the same GEMM
+    // (fp32, into scratch, then added) where cuBLASLt's BGRADB epilogue exists, else from a column reduction.
+    const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k,
+                                      .b = dout.data, .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
+                                      .accumulate = true};
+    if (dbias.empty()) return gemm_->run(dweight_gemm, stream_);
+    if (epilogues_.bias_gradient) {
+      cuda::GemmArgs with_bias_grad = dweight_gemm;
+      with_bias_grad.bias_grad = static_cast<float*>(scratch(m * sizeof(float)).data);
+      if (gemm_->try_run(with_bias_grad, stream_)) {
+        return cuda::add_into<T>(with_bias_grad.bias_grad, dbias.as<T>(), m, stream_);
+      }
     }
+    gemm_->run(dweight_gemm, stream_);
+    cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
   });
 }
 

@@ -17,6 +17,12 @@ class CublasLtGemm;
 struct Scratch;
 }  // namespace cuda
 
+// Which cuBLASLt epilogues the backend uses; the alternative is its own kernels (op_bench compares the two).
+struct GemmEpilogues {
+  bool bias_gradient = true;  // BGRADB on the weight-gradient GEMM instead of a column reduction
+  bool gelu = true;           // GELU_AUX_BIAS on the MLP's first GEMM instead of a GELU kernel
+};
+
 class CudaBackend final : public Backend {
  public:
   // Scratch and the GEMM workspace come from `device_allocator` (its workspace pool).
@@ -25,6 +31,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
+  void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
 
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
@@ -49,6 +56,8 @@ class CudaBackend final : public Backend {
                         Tensor& dweight) override;
 
   void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void matmul_gelu_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& pre,
+                           Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
                        Tensor& dbias) override;
 
@@ -86,6 +95,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;
+  GemmEpilogues epilogues_;
 };
 
 // The number of usable GPUs and a backend for GPU `ordinal`.

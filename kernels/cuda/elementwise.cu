@@ -76,6 +76,11 @@ void convert(const S* src, D* dst, int64_t n, cudaStream_t stream) {
 }
 
 template <typename T>
+void add_into(const float* src, T* dst, int64_t n, cudaStream_t stream) {
+  launch_for_each<1>(n, stream, [=] __device__(int64_t i) { dst[i] = from_float<T>(to_float(dst[i]) + src[i]); });
+}
+
+template <typename T>
 void gelu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream) {
   unary(inp, out, n, stream, [] __device__(float x) { return gelu(x); });
 }
@@ -121,6 +126,7 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
 }
 
 #define ZB_INSTANTIATE(T)                                                                 \
+  template void add_into<T>(const float*, T*, int64_t, cudaStream_t);                    \
   template void gelu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \
   template void gelu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);         \
   template void relu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \

@@ -12,54 +12,7 @@ __device__ __forceinline__ int64_t warp_row() {
   return int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
 }
 
-// One warp per row. With a second input b (kResidual), the row is first formed as x = a + b, rounded to T and
-// stored to `residual` (exactly what a separate residual add would store), then normalised; the passes that
-// read x again hit the cache lines this warp just wrote.
-template <typename T, bool kLayerNorm, bool kResidual>
-__global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps,
-                                    T* out, float* mean, float* rstd, int64_t n, int64_t c) {
-  const int64_t row = warp_row();
-  const int lane = threadIdx.x % 32;
-  if (row >= n) return;
-  const T* xr = (kResidual ? residual : a) + row * c;
-  float sum = 0.0f;
-  for (int64_t j = lane; j < c; j += 32) {
-    float x;
-    if constexpr (kResidual) {
-      const T rounded = from_float<T>(to_float(a[row * c + j]) + to_float(b[row * c + j]));
-      residual[row * c + j] = rounded;
-      x = to_float(rounded);
-    } else {
-      x = to_float(xr[j]);
-    }
-    sum += x;
-  }
-  const float mu = kLayerNorm ? warp_sum(sum) / c : 0.0f;
-  float sq = 0.0f;
-  for (int64_t j = lane; j < c; j += 32) {
-    const float d = to_float(xr[j]) - mu;
-    sq += d * d;
-  }
-  const float rs = rsqrtf(warp_sum(sq) / c + eps);
-  for (int64_t j = lane; j < c; j += 32) {
-    float y = (to_float(xr[j]) - mu) * rs * to_float(weight[j]);
-    if constexpr (kLayerNorm) y += to_float(bias[j]);
-    out[row * c + j] = from_float<T>(y);
-  }
-  if (lane == 0) {
-    if constexpr (kLayerNorm) mean[row] = mu;
-    rstd[row] = rs;
-  }
-}
-
-template <typename T, bool kLayerNorm, bool kResidual>
-void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
-                         float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
-  norm_forward_kernel<T, kLayerNorm, kResidual><<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
-  ZB_CUDA_CHECK_LAUNCH();
-}
-
+// Eight floats stored as T (16-byte stores).
 template <typename T>
 __device__ __forceinline__ void store8(T* p, const float (&v)[8]) {
   constexpr int kVec = Vec16<T>::kSize;
@@ -70,6 +23,83 @@ __device__ __forceinline__ void store8(T* p, const float (&v)[8]) {
     for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(v[part * kVec + k]);
     store16(p + part * kVec, out);
   }
+}
+
+// One warp per row. With a second input b (kResidual), the row is first formed as x = a + b, rounded to T and
+// stored to `residual` (exactly what a separate residual add would store), then normalised; the passes that
+// read x again hit the cache lines this warp just wrote. kVec8: lanes take 8 columns at a time (16-byte
+// accesses for bf16), which needs c % 8 == 0 and 16-byte aligned rows.
+template <typename T, bool kLayerNorm, bool kResidual, bool kVec8>
+__global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps,
+                                    T* out, float* mean, float* rstd, int64_t n, int64_t c) {
+  constexpr int kWidth = kVec8 ? 8 : 1;
+  const int64_t row = warp_row();
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* xr = (kResidual ? residual : a) + row * c;
+  // Columns j .. j + kWidth - 1 of a row of p, as floats.
+  auto load = [](const T* p, int64_t j, float (&v)[kWidth]) {
+    if constexpr (kVec8) load8(p + j, v);
+    else v[0] = to_float(p[j]);
+  };
+  auto store = [](T* p, int64_t j, const float (&v)[kWidth]) {
+    if constexpr (kVec8) store8(p + j, v);
+    else p[j] = from_float<T>(v[0]);
+  };
+  float sum = 0.0f;
+  for (int64_t j = lane * kWidth; j < c; j += 32 * kWidth) {
+    float x[kWidth];
+    if constexpr (kResidual) {
+      float y[kWidth];
+      load(a + row * c, j, x), load(b + row * c, j, y);
+#pragma unroll
+      for (int k = 0; k < kWidth; ++k) x[k] = to_float(from_float<T>(x[k] + y[k]));  // as stored
+      store(residual + row * c, j, x);
+    } else {
+      load(xr, j, x);
+    }
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) sum += x[k];
+  }
+  const float mu = kLayerNorm ? warp_sum(sum) / c : 0.0f;
+  float sq = 0.0f;
+  for (int64_t j = lane * kWidth; j < c; j += 32 * kWidth) {
+    float x[kWidth];
+    load(xr, j, x);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) sq += (x[k] - mu) * (x[k] - mu);
+  }
+  const float rs = rsqrtf(warp_sum(sq) / c + eps);
+  for (int64_t j = lane * kWidth; j < c; j += 32 * kWidth) {
+    float x[kWidth], w[kWidth], bb[kWidth];
+    load(xr, j, x), load(weight, j, w);
+    if constexpr (kLayerNorm) load(bias, j, bb);
+#pragma unroll
+    for (int k = 0; k < kWidth; ++k) {
+      x[k] = (x[k] - mu) * rs * w[k];
+      if constexpr (kLayerNorm) x[k] += bb[k];
+    }
+    store(out + row * c, j, x);
+  }
+  if (lane == 0) {
+    if constexpr (kLayerNorm) mean[row] = mu;
+    rstd[row] = rs;
+  }
+}
+
+template <typename T, bool kLayerNorm, bool kResidual>
+void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
+                         float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
+  const bool vec8 = c % 8 == 0 && vectorizable<T>(8, a, b, residual, weight, bias, out);
+  const unsigned blocks = blocks_for(n, kWarpsPerBlock);
+  if (vec8) {
+    norm_forward_kernel<T, kLayerNorm, kResidual, true>
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
+  } else {
+    norm_forward_kernel<T, kLayerNorm, kResidual, false>
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
+  }
+  ZB_CUDA_CHECK_LAUNCH();
 }
 
 // The row's two reductions of the input gradient: sum(dnorm) and sum(dnorm * xhat), dnorm = dout * weight.

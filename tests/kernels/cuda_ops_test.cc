@@ -122,23 +122,38 @@ struct MatmulCase {
   bool bias;
 };
 
+// Each case runs with cuBLASLt's epilogues (bias gradient, GELU) and with the backend's own kernels instead.
 class CudaMatmul : public CudaOps {
  protected:
   void run(const MatmulCase& mc) {
+    for (const bool epilogues : {true, false}) {
+      SCOPED_TRACE(epilogues ? "cuBLASLt epilogues" : "own kernels");
+      gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues});
+      run_once(mc);
+    }
+  }
+
+  void run_once(const MatmulCase& mc) {
     const auto [n, k, m, with_bias] = mc;
     auto x = normal(n * k), w = normal(m * k, 0.2), b = normal(m), dout = normal(n * m);
     auto dw = normal(m * k), db = normal(m);
-    std::vector<float> y(n * m), dx(n * k), rdw = dw, rdb = db;
+    std::vector<float> y(n * m), dx(n * k), rdw = dw, rdb = db, pre(n * m), act(n * m);
     const Tensor no_bias;
     cpu.matmul_forward(view(x, {n, k}), view(w, {m, k}), with_bias ? view(b, {m}) : no_bias, out(view(y, {n, m})));
+    cpu.matmul_gelu_forward(view(x, {n, k}), view(w, {m, k}), with_bias ? view(b, {m}) : no_bias,
+                            out(view(pre, {n, m})), out(view(act, {n, m})));
     cpu.matmul_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), out(view(dx, {n, k})),
                         out(view(rdw, {m, k})), with_bias ? out(view(rdb, {m})) : out(Tensor{}));
     const Tensor gx = up(x, {n, k}), gw = up(w, {m, k});
     Tensor gy = poisoned({n, m}, dt()), gdx = poisoned({n, k}, dt()), gdw = up(dw, {m, k}), gdb = up(db, {m});
+    Tensor gpre = poisoned({n, m}, dt()), gact = poisoned({n, m}, dt());
     gpu->matmul_forward(gx, gw, with_bias ? up(b, {m}) : no_bias, gy);
+    gpu->matmul_gelu_forward(gx, gw, with_bias ? up(b, {m}) : no_bias, gpre, gact);
     Tensor no_grad;
     gpu->matmul_backward(up(dout, {n, m}), gx, gw, gdx, gdw, with_bias ? gdb : no_grad);
     expect_close(gy, y, "matmul output");
+    expect_close(gpre, pre, "matmul_gelu pre-activation");
+    expect_close(gact, act, "matmul_gelu output (tanh GELU)");
     expect_close(gdx, dx, "matmul dinp");
     expect_close(gdw, rdw, "matmul dweight");
     expect_close(gdb, rdb, "matmul dbias");
@@ -148,6 +163,8 @@ class CudaMatmul : public CudaOps {
 TEST_P(CudaMatmul, AlignedWithBias) { run({256, 192, 320, true}); }
 TEST_P(CudaMatmul, OddShapesWithoutBias) { run({37, 29, 45, false}); }
 TEST_P(CudaMatmul, OddShapesWithBias) { run({70, 24, 19, true}); }
+// The GPT-2 MLP's shape class (k a multiple of 8, large n), where the epilogues are used in training.
+TEST_P(CudaMatmul, MlpShapeWithBias) { run({1024, 256, 1024, true}); }
 
 struct AttentionCase {
   int64_t batch, seq, heads, kv_heads, head_dim;
