@@ -146,7 +146,11 @@ int run(const Flags& f) {
     const Tensor inp32 = bench.random({rows, d}, 1, DType::f32), w32 = bench.random({c.d_ff, d}, 0.05f, DType::f32);
     const Tensor bias32 = bench.random({c.d_ff}, 0.5f, DType::f32);
     Tensor pre32 = bench.random({rows, c.d_ff}, 1, DType::f32), act32 = bench.random({rows, c.d_ff}, 1, DType::f32);
+    std::printf("GELU paths taken in bf16: epilogue %lld, GEMM + kernel %lld\n",
+                (long long)gpu.epilogue_use().gelu_epilogue, (long long)gpu.epilogue_use().gelu_kernel);
+    const int64_t epilogue_calls = gpu.epilogue_use().gelu_epilogue;
     gpu.matmul_gelu_forward(inp32, w32, bias32, pre32, act32);
+    if (gpu.epilogue_use().gelu_epilogue == epilogue_calls) std::printf("(no fp32 GELU epilogue: the kernel ran)\n");
     const std::vector<float> pre_values = bench.host_floats(pre32), act_values = bench.host_floats(act32);
     double tanh_error = 0, erf_error = 0;
     for (size_t i = 0; i < pre_values.size(); ++i) {
@@ -171,6 +175,10 @@ int run(const Flags& f) {
     bench.time("qkv backward, bias grad by BGRADB epilogue", 0, 0, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, dbias); });
     bench.time("qkv backward, no bias grad", 0, 0, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, no_bias); });
+    const EpilogueUse& use = gpu.epilogue_use();
+    std::printf("bias-gradient paths taken so far: BGRADB fp32 %lld, BGRADB bf16 %lld, column reduction %lld\n",
+                (long long)use.bias_gradient_fp32, (long long)use.bias_gradient_in_type,
+                (long long)use.bias_gradient_kernel);
   }
   {
     const Tensor act = bench.random({n, c.mlp_in_width()});

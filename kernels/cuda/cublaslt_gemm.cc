@@ -48,7 +48,7 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   const Key key{g.trans_a, g.trans_b,   g.m,          g.n,
                 g.k,       g.lda,       g.ldb,        g.ldc,
                 int(g.dtype), int(epilogue), alignment_of(g.a), alignment_of(g.b),
-                alignment_of(g.c)};
+                alignment_of(g.c), g.bias_grad ? int(g.bias_grad_dtype) : -1};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
@@ -63,10 +63,9 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
-  if (g.bias_grad) {  // fp32 sums whatever the matrices' type: the gradient is rounded once, where it is added.
-    const cudaDataType_t bias_type = CUDA_R_32F;
-    ZB_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  if (g.bias_grad) {
+    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g.bias_grad_dtype,
+                                                   sizeof g.bias_grad_dtype));
   }
   // Layouts are column-major: rows x columns with leading dimension ld.
   ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, g.dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
@@ -88,7 +87,11 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
                                                                preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+  // An epilogue cuBLASLt does not offer for these types shows as NOT_SUPPORTED or, for some type combinations
+  // (a BGRADB into fp32 from bf16 matrices), INVALID_VALUE: either way the caller falls back.
+  const bool unsupported = status == CUBLAS_STATUS_NOT_SUPPORTED ||
+                           (status == CUBLAS_STATUS_INVALID_VALUE && epilogue != CUBLASLT_EPILOGUE_DEFAULT);
+  if (unsupported || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
     plans_[key] = nullptr;
     return nullptr;
   }

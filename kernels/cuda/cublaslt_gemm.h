@@ -28,8 +28,10 @@ struct GemmArgs {
   bool accumulate = false;            // C += instead of C =
   // With gelu_aux: C = GELU(op(A) op(B) + bias) and gelu_aux (same layout as C) receives the GELU's input.
   void* gelu_aux = nullptr;
-  // With bias_grad (fp32, length n): overwritten with the sums of op(B)'s columns over k (the BGRADB epilogue).
-  float* bias_grad = nullptr;
+  // With bias_grad (length n, of bias_grad_dtype): overwritten with the sums of op(B)'s columns over k (the
+  // BGRADB epilogue).
+  void* bias_grad = nullptr;
+  cudaDataType_t bias_grad_dtype = CUDA_R_32F;
 };
 
 class CublasLtGemm {
@@ -46,7 +48,7 @@ class CublasLtGemm {
 
  private:
   struct Plan;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int>;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int>;
   // The cached plan, or nullptr when cuBLASLt offers no algorithm (also cached).
   const Plan* plan_for(const GemmArgs& args);
 

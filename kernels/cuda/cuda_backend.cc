@@ -209,6 +209,7 @@ void CudaBackend::matmul_gelu_forward(const Tensor& inp, const Tensor& weight, c
                            .bias = bias.empty() ? nullptr : bias.data, .gelu_aux = pre.data},
                           stream_);
   });
+  ++(fused ? epilogue_use_.gelu_epilogue : epilogue_use_.gelu_kernel);
   if (!fused) Backend::matmul_gelu_forward(inp, weight, bias, pre, out);
 }
 
@@ -228,13 +229,21 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
                                       .b = dout.data, .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
                                       .accumulate = true};
     if (dbias.empty()) return gemm_->run(dweight_gemm, stream_);
+    // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
     if (epilogues_.bias_gradient) {
       cuda::GemmArgs with_bias_grad = dweight_gemm;
-      with_bias_grad.bias_grad = static_cast<float*>(scratch(m * sizeof(float)).data);
+      with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
       if (gemm_->try_run(with_bias_grad, stream_)) {
-        return cuda::add_into<T>(with_bias_grad.bias_grad, dbias.as<T>(), m, stream_);
+        ++epilogue_use_.bias_gradient_fp32;
+        return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+      }
+      with_bias_grad.bias_grad_dtype = cuda_type<T>();
+      if (gemm_->try_run(with_bias_grad, stream_)) {
+        ++epilogue_use_.bias_gradient_in_type;
+        return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
       }
     }
+    ++epilogue_use_.bias_gradient_kernel;
     gemm_->run(dweight_gemm, stream_);
     cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
   });

@@ -23,6 +23,12 @@ struct GemmEpilogues {
   bool gelu = true;           // GELU_AUX_BIAS on the MLP's first GEMM instead of a GELU kernel
 };
 
+// How often each path ran (op_bench reports which one the measured shapes took).
+struct EpilogueUse {
+  int64_t gelu_epilogue = 0, gelu_kernel = 0;
+  int64_t bias_gradient_fp32 = 0, bias_gradient_in_type = 0, bias_gradient_kernel = 0;
+};
+
 class CudaBackend final : public Backend {
  public:
   // Scratch and the GEMM workspace come from `device_allocator` (its workspace pool).
@@ -32,6 +38,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
   void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
+  const EpilogueUse& epilogue_use() const { return epilogue_use_; }
 
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
@@ -96,6 +103,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;
   GemmEpilogues epilogues_;
+  EpilogueUse epilogue_use_;
 };
 
 // The number of usable GPUs and a backend for GPU `ordinal`.

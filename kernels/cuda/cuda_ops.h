@@ -66,9 +66,9 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
 
-// dst[i] += src[i] (an fp32 result added into a T tensor, rounded once).
-template <typename T>
-void add_into(const float* src, T* dst, int64_t n, cudaStream_t stream);
+// dst[i] += src[i], in fp32, rounded once to D.
+template <typename S, typename D>
+void add_into(const S* src, D* dst, int64_t n, cudaStream_t stream);
 template <typename T>
 void gelu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream);
 template <typename T>

@@ -75,9 +75,10 @@ void convert(const S* src, D* dst, int64_t n, cudaStream_t stream) {
   launch_for_each<1>(n, stream, [=] __device__(int64_t i) { dst[i] = from_float<D>(to_float(src[i])); });
 }
 
-template <typename T>
-void add_into(const float* src, T* dst, int64_t n, cudaStream_t stream) {
-  launch_for_each<1>(n, stream, [=] __device__(int64_t i) { dst[i] = from_float<T>(to_float(dst[i]) + src[i]); });
+template <typename S, typename D>
+void add_into(const S* src, D* dst, int64_t n, cudaStream_t stream) {
+  launch_for_each<1>(n, stream,
+                     [=] __device__(int64_t i) { dst[i] = from_float<D>(to_float(dst[i]) + to_float(src[i])); });
 }
 
 template <typename T>
@@ -126,7 +127,6 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
 }
 
 #define ZB_INSTANTIATE(T)                                                                 \
-  template void add_into<T>(const float*, T*, int64_t, cudaStream_t);                    \
   template void gelu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \
   template void gelu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);         \
   template void relu_forward<T>(const T*, T*, int64_t, cudaStream_t);                    \
@@ -136,6 +136,10 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
+
+template void add_into<float, float>(const float*, float*, int64_t, cudaStream_t);
+template void add_into<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
+template void add_into<bf16, bf16>(const bf16*, bf16*, int64_t, cudaStream_t);
 
 template void convert<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
 template void convert<bf16, float>(const bf16*, float*, int64_t, cudaStream_t);
