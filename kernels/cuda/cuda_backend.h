@@ -19,8 +19,10 @@ struct Scratch;
 
 // Which cuBLASLt epilogues the backend uses; the alternative is its own kernels (op_bench compares the two).
 struct GemmEpilogues {
-  bool bias_gradient = true;  // BGRADB on the weight-gradient GEMM instead of a column reduction
-  bool gelu = true;           // GELU_AUX_BIAS on the MLP's first GEMM instead of a GELU kernel
+  // BGRADB on the weight-gradient GEMM instead of our column reduction. Off: on an H200 cuBLASLt offers it for
+  // bf16 only with a bf16 result (rounded twice), and it measured no faster (docs/PERFORMANCE.md).
+  bool bias_gradient = false;
+  bool gelu = true;  // GELU_AUX_BIAS on the MLP's first GEMM (tanh form, measured) instead of a GELU kernel
 };
 
 // How often each path ran (op_bench reports which one the measured shapes took).
