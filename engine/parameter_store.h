@@ -1,6 +1,18 @@
-// ParameterStore: the model's weights, gradients and optimizer state as per-unit flat buffers, all in the
-// ParameterLayout's order. In fp32 training the weights are their own master copy; with a 16-bit model
-// dtype the fp32 master weights are separate buffers.
+// ParameterStore: the model's weights, gradients and optimizer state as per-unit flat buffers in the
+// ParameterLayout's order, partitioned across `world` ranks as the ZeRO stage says:
+//
+//   stage | model-dtype weights        | model-dtype gradients | fp32 master weights, Adam m and v
+//   0     | whole                      | whole                 | whole
+//   1     | whole                      | whole                 | rank's shard
+//   2     | whole                      | rank's shard          | rank's shard
+//   3     | rank's shard (units below  | rank's shard          | rank's shard
+//         | the persistence threshold whole)
+//
+// Each unit is padded to a multiple of world * kShardAlignment elements so that it splits into equal shards;
+// rank r owns elements [r * shard, (r + 1) * shard). Padding is zero in weights and gradients and stays zero.
+// In fp32 training the weights are their own master copy (the master shard is a view of the weights).
+// Whole gradients that stages 2-3 need during a unit's backward, and the gathered weights of stage 3, are
+// the ZeroSchedule's transient buffers, not the store's.
 #pragma once
 
 #include <vector>
@@ -11,10 +23,21 @@
 
 namespace zb {
 
+struct ShardGeometry {
+  int stage = 0;
+  int rank = 0;
+  int world = 1;
+  int64_t persistence_threshold = 0;  // stage 3: units smaller than this keep whole weights
+};
+
 class ParameterStore {
  public:
+  // Shards start on multiples of this many elements (256 bytes of bf16): vector loads and NCCL stay aligned.
+  static constexpr int64_t kShardAlignment = 128;
+
   // needs_second_moment: Adam and AdamW keep v; SGD does not.
-  ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment);
+  ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment,
+                 ShardGeometry geometry = {});
   ParameterStore(const ParameterStore&) = delete;  // refers to its layout, which must outlive it
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -22,31 +45,58 @@ class ParameterStore {
   static bool has_separate_master(DType dtype) { return dtype != DType::f32 && dtype != DType::f64; }
   // The dtype of the master weights and the optimizer moments: fp32 beside 16-bit weights, else the weights'.
   static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
+  // A unit's padded length for `world` ranks.
+  static int64_t padded_numel(int64_t numel, int world);
 
-  // Fills the weights from the layout's seeded initialisation and zeroes gradients and optimizer state.
+  // Fills the weights from the layout's seeded initialisation (each rank its part, the values those of the
+  // whole model) and zeroes gradients and optimizer state.
   void initialize(Backend& backend, uint64_t seed);
   void zero_gradients(Backend& backend);
 
   const ParameterLayout& layout() const { return layout_; }
+  const ShardGeometry& geometry() const { return geometry_; }
   DType dtype() const { return dtype_; }
-  size_t unit_count() const { return params_.size(); }
-  // Flat 1-D views of unit u.
-  Tensor params(size_t u) const { return view(params_[u], u, dtype_); }
-  Tensor grads(size_t u) const { return view(grads_[u], u, dtype_); }
-  Tensor master(size_t u) const { return master_.empty() ? params(u) : view(master_[u], u, DType::f32); }
-  // The model's weights when they are not the master weights themselves (16-bit training), else empty.
-  Tensor model_copy(size_t u) const { return master_.empty() ? Tensor{} : params(u); }
-  Tensor first_moment(size_t u) const { return view(m_[u], u, master_dtype(dtype_)); }
-  Tensor second_moment(size_t u) const { return v_.empty() ? Tensor{} : view(v_[u], u, master_dtype(dtype_)); }
+  size_t unit_count() const { return units_.size(); }
+  int64_t padded_numel(size_t u) const { return units_[u].padded; }
+  int64_t shard_numel(size_t u) const { return units_[u].padded / geometry_.world; }
+  int64_t shard_begin(size_t u) const { return geometry_.rank * shard_numel(u); }
+
+  // Whether the whole weights (gradients) of unit u are held here, and the optimizer state only a shard.
+  bool whole_params(size_t u) const { return units_[u].whole_params; }
+  bool whole_grads() const { return geometry_.stage < 2; }
+  bool sharded_optimizer() const { return geometry_.stage >= 1; }
+
+  // Flat 1-D views, all padded. params/grads: the whole unit (only where held whole).
+  Tensor params(size_t u) const;
+  Tensor grads(size_t u) const;
+  // The rank's shard of the weights and of the gradient (slices of the whole buffers where those are held).
+  Tensor param_shard(size_t u) const;
+  Tensor grad_shard(size_t u) const;
+  // What the optimizer updates: the whole unit in stage 0, the rank's shard otherwise. master is fp32 (the
+  // weights themselves in fp32 training); model_copy is the model-dtype weights it writes (empty in fp32).
+  Tensor optimizer_grad(size_t u) const { return sharded_optimizer() ? grad_shard(u) : grads(u); }
+  Tensor master(size_t u) const;
+  Tensor model_copy(size_t u) const;
+  Tensor first_moment(size_t u) const { return state_view(units_[u].m, u); }
+  Tensor second_moment(size_t u) const { return units_[u].v.bytes() ? state_view(units_[u].v, u) : Tensor{}; }
+
+  // Whole-unit views for binding a model (stages 0-2: every unit is whole).
   std::vector<Tensor> all_params() const;
   std::vector<Tensor> all_grads() const;
 
  private:
-  Tensor view(const Buffer& b, size_t u, DType dtype) const { return b.view(Shape{layout_.unit(u).numel}, dtype); }
+  struct Unit {
+    int64_t padded = 0;
+    bool whole_params = true;
+    Buffer params, grads, master, m, v;  // sized whole or shard as the stage says
+  };
+  Tensor optimizer_params(size_t u) const { return sharded_optimizer() ? param_shard(u) : params(u); }
+  Tensor state_view(const Buffer& b, size_t u) const;
 
   const ParameterLayout& layout_;
   DType dtype_;
-  std::vector<Buffer> params_, grads_, master_, m_, v_;
+  ShardGeometry geometry_;
+  std::vector<Unit> units_;
 };
 
 }  // namespace zb

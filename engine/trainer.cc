@@ -4,21 +4,37 @@
 #include <chrono>
 #include <cmath>
 
+#include "comm/local_communicator.h"
 #include "core/errors.h"
 #include "core/strings.h"
 
 namespace zb {
 
-Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data)
+namespace {
+
+std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend) {
+  if (comm) return nullptr;
+  return std::make_unique<LocalCommunicator>([&backend](const Tensor& src, Tensor& dst) { backend.copy(src, dst); });
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
+                 Communicator* comm)
     : options_(options),
       backend_(backend),
+      allocator_(allocator),
       data_(data),
+      own_comm_(local_if_none(comm, backend)),
+      comm_(comm ? comm : own_comm_.get()),
       layout_(options.model),
-      store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd),
-      model_(layout_, backend, allocator, options.dtype, options.batch, options.seq) {
+      store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
+             ShardGeometry{options.zero.stage, comm_->rank(), comm_->size(),
+                           options.zero.stage3_param_persistence_threshold}),
+      model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
+      schedule_(store_, model_, backend, *comm_, allocator, options.zero) {
+  validate(options.zero);
   store_.initialize(backend, options.seed);
-  model_.bind_parameters(bind_model_tensors(layout_, store_.all_params()));
-  model_.bind_gradients(bind_model_tensors(layout_, store_.all_grads()));
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -28,21 +44,29 @@ StepStats Trainer::step() {
   const auto start = std::chrono::steady_clock::now();
   const Shape ids{options_.batch * options_.seq};
   Tensor inputs = inputs_.view(ids, DType::i32), targets = targets_.view(ids, DType::i32);
+  const int world = comm_->size();
 
-  store_.zero_gradients(backend_);
+  if (store_.whole_grads()) store_.zero_gradients(backend_);
   double loss = 0;
   PassTimes pass;
+  // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
+  // gradient of the mean over every token of the step.
+  const float loss_scale = 1.0f / float(options_.grad_accum * world);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     TokenBatch batch = data_.next_batch();
     backend_.copy(Tensor(batch.inputs.data(), ids, DType::i32, Device::cpu()), inputs);
     backend_.copy(Tensor(batch.targets.data(), ids, DType::i32, Device::cpu()), targets);
-    loss += model_.forward_backward(inputs, targets, 1.0f / float(options_.grad_accum), &pass) /
-            double(options_.grad_accum);
+    schedule_.begin_micro_batch(micro, options_.grad_accum);
+    loss += model_.forward_backward(inputs, targets, loss_scale, &pass) / double(options_.grad_accum);
+    schedule_.end_micro_batch();
   }
+  schedule_.finish_gradients();
+  // Every rank sees the same loss and norm, so all of them stop together on a non-finite one.
+  loss = comm_->sum_over_ranks(loss) / world;
   if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
-
-  const double norm = global_gradient_norm();
+  const double norm = std::sqrt(schedule_.gradient_sum_of_squares());
   if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
+
   OptimizerParams params = options_.optimizer;
   params.step = ++step_;
   // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
@@ -51,18 +75,44 @@ StepStats Trainer::step() {
   for (size_t u = 0; u < store_.unit_count(); ++u) {
     Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
     Tensor model_copy = store_.model_copy(u);
-    backend_.optimizer_step(master, store_.grads(u), m, v, model_copy, params);
+    backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
   }
   const auto optimizer_end = backend_.record_event();
+  schedule_.publish_parameters();
   backend_.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq};
+  StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}};
   stats.forward_ms = pass.forward_ms;
   stats.backward_ms = pass.backward_ms;
   stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
+  stats.comm = schedule_.take_stats();
   return stats;
 }
 
-double Trainer::global_gradient_norm() { return std::sqrt(backend_.sum_of_squares(store_.all_grads())); }
+std::vector<std::vector<float>> Trainer::gather_parameters() {
+  schedule_.wait_all();
+  std::vector<std::vector<float>> out;
+  for (size_t u = 0; u < store_.unit_count(); ++u) {
+    const int64_t padded = store_.padded_numel(u);
+    Buffer gathered, as_f32;
+    Tensor whole;
+    if (store_.whole_params(u)) {
+      whole = store_.params(u);
+    } else {
+      gathered = allocator_.allocate(Shape{padded}, store_.dtype(), MemoryPool::workspace);
+      whole = gathered.view(Shape{padded}, store_.dtype());
+      comm_->wait(comm_->all_gather(store_.param_shard(u), whole));
+    }
+    as_f32 = allocator_.allocate(Shape{padded}, DType::f32, MemoryPool::workspace);
+    Tensor f32 = as_f32.view(Shape{padded}, DType::f32);
+    backend_.convert(whole, f32);
+    std::vector<float> host(padded);
+    Tensor host_view(host.data(), Shape{padded}, DType::f32, Device::cpu());
+    backend_.copy(f32, host_view);
+    host.resize(layout_.unit(u).numel);
+    out.push_back(std::move(host));
+  }
+  return out;
+}
 
 }  // namespace zb

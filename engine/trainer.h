@@ -1,13 +1,19 @@
-// Trainer: one process's training loop. Each step zeroes the gradients, runs forward and backward over
-// grad_accum micro-batches, clips by the global gradient norm and updates every unit with the optimizer.
+// Trainer: one rank's training loop. Each step runs forward and backward over grad_accum micro-batches,
+// lets the ZeroSchedule reduce gradients as the stage requires, clips by the global gradient norm (over all
+// ranks' shards) and updates the rank's part of the optimizer state; the schedule then sends the new weights
+// where they are held whole. With world size 1 every stage is plain training.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "comm/communicator.h"
 #include "core/tracking_allocator.h"
 #include "engine/parameter_store.h"
 #include "engine/token_source.h"
+#include "engine/zero_config.h"
+#include "engine/zero_schedule.h"
 #include "kernels/backend.h"
 #include "models/transformer.h"
 
@@ -15,46 +21,56 @@ namespace zb {
 
 struct TrainingOptions {
   TransformerConfig model;
-  int64_t batch = 4;  // samples per micro-batch
+  int64_t batch = 4;  // samples per micro-batch per rank
   int64_t seq = 64;
   int64_t grad_accum = 1;
   OptimizerParams optimizer;
   float grad_clip = 1.0f;  // global gradient-norm bound; 0 disables clipping
   uint64_t seed = 42;
   DType dtype = DType::f32;
+  ZeroConfig zero;
 };
 
 struct StepStats {
   int64_t step = 0;          // 1-based
-  double loss = 0;           // mean over the step's tokens
+  double loss = 0;           // mean over the step's tokens on all ranks
   double grad_norm = 0;      // before clipping
   double seconds = 0;        // wall-clock time of the whole step
-  int64_t tokens = 0;
+  int64_t tokens = 0;        // on all ranks
   // Device time of the phases (the rest of `seconds` is host work, copies and waiting).
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+  StepCommStats comm;
 };
 
 class Trainer {
  public:
-  Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data);
+  // comm: the ranks to train with (nullptr: this process alone). data must deal out this rank's samples.
+  Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
+          Communicator* comm = nullptr);
   Trainer(const Trainer&) = delete;  // its store and model refer to its layout
   Trainer& operator=(const Trainer&) = delete;
 
   StepStats step();
+  // Every unit's weights in fp32 on the host, unpadded, whole (gathered from the shards where partitioned).
+  // Collective: every rank must call it.
+  std::vector<std::vector<float>> gather_parameters();
 
   const ParameterLayout& layout() const { return layout_; }
   ParameterStore& store() { return store_; }
   Transformer& model() { return model_; }
+  Communicator& communicator() { return *comm_; }
 
  private:
-  double global_gradient_norm();
-
   TrainingOptions options_;
   Backend& backend_;
+  TrackingAllocator& allocator_;
   TokenSource& data_;
+  std::unique_ptr<Communicator> own_comm_;  // when none was given
+  Communicator* comm_;
   ParameterLayout layout_;
   ParameterStore store_;
   Transformer model_;
+  ZeroSchedule schedule_;
   Buffer inputs_, targets_;
   int64_t step_ = 0;
 };

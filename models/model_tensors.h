@@ -28,5 +28,7 @@ struct ModelTensors {
 
 // unit_buffers[u] is unit u's flat buffer (1-D, any dtype, at least layout.unit(u).numel elements).
 ModelTensors bind_model_tensors(const ParameterLayout& layout, const std::vector<Tensor>& unit_buffers);
+// Points unit u's views of m (m.blocks already sized) into `buffer`; the tied lm head follows the embeddings.
+void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer, ModelTensors& m);
 
 }  // namespace zb

@@ -22,13 +22,16 @@ Buffer upload(Backend& backend, TrackingAllocator& allocator, const std::vector<
 
 Transformer::Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype,
                          int64_t batch, int64_t seq)
-    : config_(layout.config()),
+    : layout_(layout),
+      config_(layout.config()),
       backend_(backend),
       batch_(batch),
       seq_(seq),
       attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim},
       acts_(config_, allocator, dtype, batch, seq) {
   ZB_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's maximum ", config_.max_seq_len);
+  params_.blocks.resize(size_t(config_.n_layer));  // for bind_unit_*; bind_* replace them whole
+  grads_.blocks.resize(size_t(config_.n_layer));
   if (config_.has_learned_positions()) {
     std::vector<int32_t> positions(batch * seq);
     for (int64_t i = 0; i < batch * seq; ++i) positions[i] = int32_t(i % seq + config_.position_offset);
@@ -67,12 +70,17 @@ double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets
 
 void Transformer::forward_to_logits(const Tensor& tokens) {
   Backend& b = backend_;
+  const size_t embeddings = layout_.embedding_unit(), final = layout_.final_unit();
+  const bool tied = config_.tied_embeddings;
+  forward_needs(embeddings);
   b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
   if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
+  if (!tied) forward_done(embeddings);
 
   // Each residual add is fused into the norm that reads its result: the attention branch's into the same
   // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
   // begins, in effect, with the last op of block l's loop iteration.
+  forward_needs(layout_.block_unit(0));
   norm_forward(acts_.residual[0], params_.blocks[0].ln1_weight, params_.blocks[0].ln1_bias, acts_.layers[0].ln1);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     LayerActivations& a = acts_.layers[l];
@@ -91,24 +99,35 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
     }
     b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
     const bool last = l + 1 == config_.n_layer;
-    residual_norm_forward(a.mid, acts_.branch, acts_.residual[l + 1],
-                          last ? params_.ln_f_weight : params_.blocks[l + 1].ln1_weight,
-                          last ? params_.ln_f_bias : params_.blocks[l + 1].ln1_bias,
+    forward_needs(last ? final : layout_.block_unit(l + 1));
+    // Bound after forward_needs: the next unit's views may just have been (re)bound.
+    const Tensor& next_weight = last ? params_.ln_f_weight : params_.blocks[l + 1].ln1_weight;
+    const Tensor& next_bias = last ? params_.ln_f_bias : params_.blocks[l + 1].ln1_bias;
+    residual_norm_forward(a.mid, acts_.branch, acts_.residual[l + 1], next_weight, next_bias,
                           last ? acts_.ln_f : acts_.layers[l + 1].ln1);
+    forward_done(layout_.block_unit(l));
   }
   b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
+  forward_done(final);
+  if (tied) forward_done(embeddings);
 }
 
 void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   Backend& b = backend_;
   Tensor no_bias;
+  const size_t embeddings = layout_.embedding_unit(), final = layout_.final_unit();
+  const bool tied = config_.tied_embeddings;
+  backward_needs(final);
+  if (tied) backward_needs(embeddings);
   b.matmul_backward(acts_.logits, acts_.ln_f.out, params_.lm_head, acts_.d_norm, grads_.lm_head, no_bias);
   // d_residual carries d(loss)/d(residual stream) down the network; each norm adds its branch's share.
   b.fill_zero(acts_.d_residual);
   norm_backward(acts_.d_norm, acts_.residual[config_.n_layer], params_.ln_f_weight, acts_.ln_f, acts_.d_residual,
                 grads_.ln_f_weight, grads_.ln_f_bias);
+  backward_done(final);
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
+    backward_needs(layout_.block_unit(l));
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
@@ -124,9 +143,12 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
     if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq_, attention_shape_);
     b.matmul_backward(acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight, g.qkv_bias);
     norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias);
+    backward_done(layout_.block_unit(l));
   }
+  if (!tied) backward_needs(embeddings);
   b.embedding_backward(tokens, acts_.d_residual, grads_.wte);
   if (config_.has_learned_positions()) b.embedding_backward(positions_, acts_.d_residual, grads_.wpe);
+  backward_done(embeddings);
 }
 
 void Transformer::norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, NormOutputs& out) {

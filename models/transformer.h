@@ -10,6 +10,7 @@
 #include "models/activations.h"
 #include "models/model_tensors.h"
 #include "models/parameter_layout.h"
+#include "models/unit_access.h"
 
 namespace zb {
 
@@ -29,6 +30,10 @@ class Transformer {
 
   void bind_parameters(ModelTensors parameters) { params_ = std::move(parameters); }
   void bind_gradients(ModelTensors gradients) { grads_ = std::move(gradients); }
+  void bind_unit_parameters(size_t unit, const Tensor& flat) { bind_unit(layout_, unit, flat, params_); }
+  void bind_unit_gradients(size_t unit, const Tensor& flat) { bind_unit(layout_, unit, flat, grads_); }
+  // Told which units each pass is about to use (see unit_access.h); none by default.
+  void set_unit_access(UnitAccess* access) { access_ = access; }
 
   // Mean cross-entropy over the batch's tokens. tokens and targets: int32 [batch * seq] on the device.
   double forward(const Tensor& tokens, const Tensor& targets);
@@ -54,6 +59,13 @@ class Transformer {
   void mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp);
   double mean_loss();
 
+  // The UnitAccess calls, which do nothing without an owner listening.
+  void forward_needs(size_t unit) { if (access_) access_->forward_needs(unit); }
+  void forward_done(size_t unit) { if (access_) access_->forward_done(unit); }
+  void backward_needs(size_t unit) { if (access_) access_->backward_needs(unit); }
+  void backward_done(size_t unit) { if (access_) access_->backward_done(unit); }
+
+  const ParameterLayout& layout_;
   const TransformerConfig config_;
   Backend& backend_;
   int64_t batch_, seq_;
@@ -63,6 +75,7 @@ class Transformer {
   Tensor positions_;  // int32 [batch * seq]: t + position_offset for learned positions
   Tensor inv_freq_;   // rotary inverse frequencies [head_dim / 2]
   ModelTensors params_, grads_;
+  UnitAccess* access_ = nullptr;
 };
 
 }  // namespace zb

@@ -1,0 +1,50 @@
+// Communicator: the collectives of data-parallel training over the ranks of one job. Two implementations:
+// NCCL for device buffers (asynchronous, on a communication stream of its own) and MPI for host buffers
+// (the CPU backend; synchronous). The engine writes its schedule once against this interface.
+//
+// Ordering (NCCL): a collective starts only after all work queued so far on the compute stream it was made
+// with, and runs on the communication stream, so it overlaps compute queued later. Each returns a ticket;
+// wait(ticket) makes compute work queued afterwards wait for that collective (and for those issued before
+// it). Nothing blocks the host. With MPI every call completes before it returns and wait() is free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace zb {
+
+using CommTicket = int64_t;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string describe() const = 0;  // e.g. "NCCL 2.27.3, 2 ranks" or "MPI (Open MPI 4.1.4), 3 ranks"
+
+  // Tensors are contiguous, of dtype f32 or bf16 (and f64 for MPI), on the implementation's device kind.
+  // data = the sum over ranks of data (every rank gets identical bits).
+  virtual CommTicket all_reduce_sum(Tensor& data) = 0;
+  // out = rank r's slice of the sum over ranks of in: in.numel() == size() * out.numel(); rank r receives
+  // elements [r * out.numel(), (r + 1) * out.numel()). out may alias that slice of in.
+  virtual CommTicket reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
+  // out = the concatenation of every rank's in, in rank order: out.numel() == size() * in.numel(). in may
+  // alias rank r's slice of out.
+  virtual CommTicket all_gather(const Tensor& in, Tensor& out) = 0;
+  virtual CommTicket broadcast(Tensor& data, int root) = 0;
+  // Compute work queued after this call waits for the collective `ticket` (and every earlier one).
+  virtual void wait(CommTicket ticket) = 0;
+  // Several collectives issued between begin_group and end_group go out as one launch (NCCL groups).
+  virtual void begin_group() {}
+  virtual void end_group() {}
+
+  // Host-side agreement, blocking, through MPI whatever the implementation: the sum of a double over ranks,
+  // and whether every rank passed `ok` (how ranks agree that a configuration failed).
+  virtual double sum_over_ranks(double value) = 0;
+  virtual bool all_ok(bool ok) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace zb

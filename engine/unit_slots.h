@@ -1,0 +1,48 @@
+// UnitSlots: transient whole-unit buffers, reused across units of the same size: stage 3's gathered weights
+// and stages 2-3's whole gradients during a unit's backward. A slot remembers which unit it last held, so a
+// released unit that is needed again soon (the last blocks of forward, first in backward) is found without
+// communicating; each slot also remembers the last collective that touched it, which must finish before the
+// slot is overwritten. New slots are allocated only when every slot of the size is in use, so the set grows
+// to the schedule's working set during the first step and then stays.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "comm/communicator.h"
+#include "core/tracking_allocator.h"
+
+namespace zb {
+
+class UnitSlots {
+ public:
+  struct Slot {
+    Buffer buffer;
+    int64_t numel = 0;
+    int64_t unit = -1;        // the unit whose contents it holds, -1 for none
+    bool in_use = false;      // taken and not yet released (a prefetched unit counts as taken)
+    CommTicket ticket = 0;    // the last collective that wrote or read it; 0 for none
+    uint64_t last_use = 0;
+  };
+
+  UnitSlots(TrackingAllocator& allocator, DType dtype, MemoryPool pool) : allocator_(allocator), dtype_(dtype), pool_(pool) {}
+
+  // The slot holding `unit`'s contents, or nullptr.
+  Slot* find(int64_t unit);
+  // A slot of `numel` elements for `unit`, marked in use; its old contents are forgotten. The caller must
+  // make its work wait for slot->ticket before overwriting it.
+  Slot* take(int64_t unit, int64_t numel);
+  void release(Slot* slot);
+  // Forgets every slot's contents (the weights they were gathered from have changed).
+  void forget_contents();
+  Tensor view(const Slot& slot) const { return slot.buffer.view(Shape{slot.numel}, dtype_); }
+
+ private:
+  TrackingAllocator& allocator_;
+  DType dtype_;
+  MemoryPool pool_;
+  std::deque<Slot> slots_;  // a deque: Slot pointers stay valid as slots are added
+  uint64_t clock_ = 0;
+};
+
+}  // namespace zb

@@ -1,0 +1,262 @@
+#include "engine/zero_schedule.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace zb {
+
+ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& backend, Communicator& comm,
+                           TrackingAllocator& allocator, const ZeroConfig& config)
+    : store_(store),
+      model_(model),
+      backend_(backend),
+      comm_(comm),
+      allocator_(allocator),
+      config_(config),
+      synchronous_comm_(backend.device().is_cpu()),
+      param_slots_(allocator, store.dtype(), MemoryPool::parameters),
+      grad_slots_(allocator, store.dtype(), MemoryPool::gradients) {
+  const ParameterLayout& layout = store.layout();
+  const size_t units = store.unit_count();
+  const int64_t layers = layout.config().n_layer;
+  // The order in which passes use units (see unit_access.h), for prefetching.
+  forward_order_.push_back(layout.embedding_unit());
+  for (int64_t l = 0; l < layers; ++l) forward_order_.push_back(layout.block_unit(l));
+  forward_order_.push_back(layout.final_unit());
+  backward_order_.push_back(layout.final_unit());
+  if (layout.config().tied_embeddings) backward_order_.push_back(layout.embedding_unit());
+  for (int64_t l = layers - 1; l >= 0; --l) backward_order_.push_back(layout.block_unit(l));
+  if (!layout.config().tied_embeddings) backward_order_.push_back(layout.embedding_unit());
+
+  held_params_.assign(units, nullptr);
+  held_grads_.assign(units, nullptr);
+  params_ready_.assign(units, 0);
+  staging_.resize(units);
+  // Whatever is held whole is bound once; the rest is bound as it is gathered.
+  for (size_t u = 0; u < units; ++u) {
+    if (store.whole_params(u)) model.bind_unit_parameters(u, store.params(u));
+    if (store.whole_grads()) model.bind_unit_gradients(u, store.grads(u));
+  }
+  model.set_unit_access(this);
+}
+
+template <typename Collective>
+CommTicket ZeroSchedule::issue(Collective&& collective) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommTicket ticket = collective();
+  if (synchronous_comm_) {
+    host_comm_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  last_ticket_ = std::max(last_ticket_, ticket);
+  return ticket;
+}
+
+void ZeroSchedule::wait_exposed(CommTicket ticket) {
+  if (ticket == 0 || synchronous_comm_) return;
+  auto before = backend_.record_event();
+  comm_.wait(ticket);
+  waits_.emplace_back(std::move(before), backend_.record_event());
+}
+
+void ZeroSchedule::begin_micro_batch(int64_t micro, int64_t count) {
+  micro_ = micro;
+  micro_count_ = count;
+}
+
+void ZeroSchedule::end_micro_batch() {
+  // Stages 2-3 after the first micro-batch: each unit's reduced gradient landed in staging; add it to the
+  // shard. By now the reduce-scatters have had the whole backward to finish.
+  for (const auto& [unit, ticket] : pending_adds_) {
+    wait_exposed(ticket);
+    Tensor shard = store_.grad_shard(unit);
+    const Tensor staged = staging_[unit].view(shard.shape, shard.dtype);
+    backend_.residual_forward(shard, staged, shard);
+  }
+  pending_adds_.clear();
+}
+
+UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
+  UnitSlots::Slot* slot = param_slots_.take(int64_t(unit), store_.padded_numel(unit));
+  Tensor whole = param_slots_.view(*slot);
+  const Tensor shard = store_.param_shard(unit);
+  slot->ticket = issue([&] { return comm_.all_gather(shard, whole); });
+  stats_.all_gather_bytes += double(whole.bytes());
+  return slot;
+}
+
+void ZeroSchedule::acquire_params(size_t unit, const std::vector<size_t>& order) {
+  if (store_.whole_params(unit)) {
+    wait_exposed(params_ready_[unit]);
+    params_ready_[unit] = 0;
+    return;
+  }
+  ZB_CHECK(held_params_[unit] == nullptr, "unit ", unit, " acquired twice");
+  UnitSlots::Slot* slot = param_slots_.find(int64_t(unit));
+  if (slot) {
+    slot->in_use = true;  // cached from an earlier use, or reserved by a prefetch
+  } else {
+    slot = gather(unit);
+  }
+  held_params_[unit] = slot;
+  prefetch_after(unit, order);
+  wait_exposed(slot->ticket);
+  model_.bind_unit_parameters(unit, param_slots_.view(*slot));
+}
+
+void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order) {
+  if (config_.stage3_prefetch_bucket_size <= 0) return;
+  auto it = std::find(order.begin(), order.end(), unit);
+  int64_t budget = config_.stage3_prefetch_bucket_size;
+  bool any = false;
+  for (++it; it != order.end(); ++it) {
+    const size_t next = *it;
+    if (store_.whole_params(next)) continue;
+    if (any && budget < store_.padded_numel(next)) break;
+    budget -= store_.padded_numel(next);
+    any = true;
+    UnitSlots::Slot* slot = param_slots_.find(int64_t(next));
+    if (slot) {
+      slot->in_use = true;  // keep it from being taken before its turn
+    } else {
+      gather(next);
+    }
+  }
+}
+
+void ZeroSchedule::release_params(size_t unit) {
+  if (store_.whole_params(unit)) return;
+  ZB_CHECK(held_params_[unit] != nullptr, "unit ", unit, " released but not held");
+  param_slots_.release(held_params_[unit]);
+  held_params_[unit] = nullptr;
+}
+
+void ZeroSchedule::backward_needs(size_t unit) {
+  acquire_params(unit, backward_order_);
+  if (store_.whole_grads()) return;
+  UnitSlots::Slot* slot = grad_slots_.take(int64_t(unit), store_.padded_numel(unit));
+  wait_exposed(slot->ticket);  // the reduce-scatter that last read this slot
+  Tensor whole = grad_slots_.view(*slot);
+  backend_.fill_zero(whole);
+  model_.bind_unit_gradients(unit, whole);
+  held_grads_[unit] = slot;
+}
+
+void ZeroSchedule::backward_done(size_t unit) {
+  release_params(unit);
+  const bool last_micro = micro_ + 1 == micro_count_;
+  if (store_.whole_grads()) {
+    if (!last_micro) return;  // stages 0-1 reduce once per step
+    reduce_bucket_.push_back(unit);
+    reduce_bucket_numel_ += store_.padded_numel(unit);
+    if (config_.overlaps() && reduce_bucket_numel_ >= config_.reduce_bucket_size) flush_reduce_bucket();
+    return;  // without overlap_comm, finish_gradients reduces the collected units, bucket by bucket
+  }
+  UnitSlots::Slot* slot = held_grads_[unit];
+  ZB_CHECK(slot != nullptr, "unit ", unit, " gradient finished but never started");
+  const Tensor whole = grad_slots_.view(*slot);
+  Tensor target = store_.grad_shard(unit);
+  if (micro_ > 0) {
+    if (staging_[unit].empty()) staging_[unit] = allocator_.allocate(target.shape, target.dtype, MemoryPool::gradients);
+    target = staging_[unit].view(target.shape, target.dtype);
+  }
+  const CommTicket ticket = issue([&] { return comm_.reduce_scatter_sum(whole, target); });
+  stats_.reduce_scatter_bytes += double(whole.bytes());
+  last_reduction_ = ticket;
+  slot->ticket = ticket;
+  grad_slots_.release(slot);
+  held_grads_[unit] = nullptr;
+  if (micro_ > 0) pending_adds_.emplace_back(unit, ticket);
+  if (!config_.overlaps()) wait_exposed(ticket);
+}
+
+void ZeroSchedule::flush_reduce_bucket() {
+  if (reduce_bucket_.empty()) return;
+  const bool all_reduce = store_.geometry().stage == 0;
+  last_reduction_ = issue([&] {
+    CommTicket ticket = 0;
+    comm_.begin_group();
+    for (size_t unit : reduce_bucket_) {
+      Tensor whole = store_.grads(unit);
+      if (all_reduce) {
+        ticket = comm_.all_reduce_sum(whole);
+        stats_.all_reduce_bytes += double(whole.bytes());
+      } else {
+        Tensor shard = store_.grad_shard(unit);  // in place: the rank's slice of the whole gradient
+        ticket = comm_.reduce_scatter_sum(whole, shard);
+        stats_.reduce_scatter_bytes += double(whole.bytes());
+      }
+    }
+    comm_.end_group();
+    return ticket;
+  });
+  reduce_bucket_.clear();
+  reduce_bucket_numel_ = 0;
+}
+
+void ZeroSchedule::finish_gradients() {
+  // Units collected without overlap_comm go out in buckets of reduce_bucket_size, in backward order.
+  std::vector<size_t> collected;
+  std::swap(collected, reduce_bucket_);
+  reduce_bucket_numel_ = 0;
+  for (size_t unit : collected) {
+    reduce_bucket_.push_back(unit);
+    reduce_bucket_numel_ += store_.padded_numel(unit);
+    if (reduce_bucket_numel_ >= config_.reduce_bucket_size) flush_reduce_bucket();
+  }
+  flush_reduce_bucket();
+  wait_exposed(last_reduction_);
+  last_reduction_ = 0;
+}
+
+double ZeroSchedule::gradient_sum_of_squares() {
+  std::vector<Tensor> grads;
+  for (size_t u = 0; u < store_.unit_count(); ++u) grads.push_back(store_.optimizer_grad(u));
+  const double local = backend_.sum_of_squares(grads);
+  // Stage 0's gradients are whole and identical on every rank; elsewhere each rank has its shards.
+  return store_.sharded_optimizer() ? comm_.sum_over_ranks(local) : local;
+}
+
+void ZeroSchedule::publish_parameters() {
+  if (store_.sharded_optimizer()) {
+    std::vector<size_t> bucket;
+    int64_t numel = 0;
+    auto flush = [&] {
+      if (bucket.empty()) return;
+      const CommTicket ticket = issue([&] {
+        CommTicket t = 0;
+        comm_.begin_group();
+        for (size_t unit : bucket) {
+          Tensor whole = store_.params(unit);
+          t = comm_.all_gather(store_.param_shard(unit), whole);  // in place: the shard is a slice of whole
+          stats_.all_gather_bytes += double(whole.bytes());
+        }
+        comm_.end_group();
+        return t;
+      });
+      for (size_t unit : bucket) params_ready_[unit] = ticket;
+      bucket.clear();
+      numel = 0;
+    };
+    for (size_t unit = 0; unit < store_.unit_count(); ++unit) {
+      if (!store_.whole_params(unit)) continue;
+      bucket.push_back(unit);
+      numel += store_.padded_numel(unit);
+      if (numel >= config_.allgather_bucket_size) flush();
+    }
+    flush();
+  }
+  param_slots_.forget_contents();
+}
+
+StepCommStats ZeroSchedule::take_stats() {
+  StepCommStats out = stats_;
+  for (const auto& [before, after] : waits_) out.exposed_ms += backend_.elapsed_ms(*before, *after);
+  out.exposed_ms += host_comm_ms_;
+  stats_ = {};
+  waits_.clear();
+  host_comm_ms_ = 0;
+  return out;
+}
+
+}  // namespace zb

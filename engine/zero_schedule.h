@@ -1,0 +1,98 @@
+// ZeroSchedule: when each ZeRO stage communicates, driven by the Transformer's UnitAccess calls.
+//
+// - Stages 0-1: whole gradients accumulate over the micro-batches; during the last micro-batch's backward,
+//   finished units are reduced in buckets of reduce_bucket_size elements (all-reduce for 0, reduce-scatter
+//   for 1), as their backward ends when overlap_comm is on, else after backward.
+// - Stages 2-3: a unit's whole gradient exists only during its backward (a transient slot); when the backward
+//   ends it is reduce-scattered into the rank's gradient shard (added to it after the first micro-batch) and
+//   the slot is reused.
+// - Stage 3: a unit's weights are all-gathered into a slot before its forward and again before its backward,
+//   the next units (up to stage3_prefetch_bucket_size elements) gathered ahead, and released after use.
+// - After the optimizer: units held whole but updated as shards (stages 1-2, stage 3's persistent units) are
+//   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather.
+// All collectives go onto the communicator's stream; the compute stream waits only where it reads a result,
+// and every such wait is bracketed by timing events, so the sum of those stalls is the communication time that
+// compute did not hide ("exposed"). With a synchronous (MPI, CPU) communicator every collective is exposed.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "engine/parameter_store.h"
+#include "engine/unit_slots.h"
+#include "engine/zero_config.h"
+#include "models/transformer.h"
+
+namespace zb {
+
+// What one step sent, per rank: payload bytes of each kind of collective (the buffers' sizes; the bytes on
+// the wire are (N-1)/N of that for reduce-scatter and all-gather, 2(N-1)/N for all-reduce) and the time the
+// compute stream waited for communication.
+struct StepCommStats {
+  double all_reduce_bytes = 0, reduce_scatter_bytes = 0, all_gather_bytes = 0;
+  double exposed_ms = 0;
+  double total_bytes() const { return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes; }
+};
+
+class ZeroSchedule final : public UnitAccess {
+ public:
+  ZeroSchedule(ParameterStore& store, Transformer& model, Backend& backend, Communicator& comm,
+               TrackingAllocator& allocator, const ZeroConfig& config);
+  ZeroSchedule(const ZeroSchedule&) = delete;
+  ZeroSchedule& operator=(const ZeroSchedule&) = delete;
+
+  void begin_micro_batch(int64_t micro, int64_t count);
+  void end_micro_batch();
+  // After the last micro-batch: every gradient reduction issued, and the compute stream waiting for them.
+  void finish_gradients();
+  // The sum of the squared gradient entries over the whole model (all ranks' shards where partitioned).
+  double gradient_sum_of_squares();
+  // After the optimizer: the new weights go to where they are held whole; gathered copies are forgotten.
+  void publish_parameters();
+  // The compute stream waits for every collective issued so far.
+  void wait_all() { wait_exposed(last_ticket_); }
+  // This step's communication (call after the backend has synchronised); resets the counters.
+  StepCommStats take_stats();
+
+  void forward_needs(size_t unit) override { acquire_params(unit, forward_order_); }
+  void forward_done(size_t unit) override { release_params(unit); }
+  void backward_needs(size_t unit) override;
+  void backward_done(size_t unit) override;
+
+ private:
+  void acquire_params(size_t unit, const std::vector<size_t>& order);
+  void release_params(size_t unit);
+  UnitSlots::Slot* gather(size_t unit);  // issues the all-gather into a slot taken for the unit
+  void prefetch_after(size_t unit, const std::vector<size_t>& order);
+  void flush_reduce_bucket();
+  void wait_exposed(CommTicket ticket);
+  // Runs a collective, keeping the last ticket and timing it on the host when the communicator is synchronous.
+  template <typename Collective>
+  CommTicket issue(Collective&& collective);
+
+  ParameterStore& store_;
+  Transformer& model_;
+  Backend& backend_;
+  Communicator& comm_;
+  TrackingAllocator& allocator_;
+  ZeroConfig config_;
+  bool synchronous_comm_;
+  std::vector<size_t> forward_order_, backward_order_;
+  UnitSlots param_slots_, grad_slots_;
+  std::vector<UnitSlots::Slot*> held_params_, held_grads_;
+  std::vector<CommTicket> params_ready_;       // the post-optimizer gather each whole unit waits for
+  std::vector<Buffer> staging_;                // stages 2-3 with micro-batches: a reduce-scatter's landing place
+  std::vector<std::pair<size_t, CommTicket>> pending_adds_;
+  std::vector<size_t> reduce_bucket_;
+  int64_t reduce_bucket_numel_ = 0;
+  int64_t micro_ = 0, micro_count_ = 1;
+  CommTicket last_ticket_ = 0, last_reduction_ = 0;
+  StepCommStats stats_;
+  std::vector<std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>>> waits_;
+  double host_comm_ms_ = 0;
+};
+
+}  // namespace zb
