@@ -1,0 +1,94 @@
+// The per-rank bytes the ParameterStore allocates for each ZeRO stage and world size, against the ZeRO
+// paper's formulas for mixed-precision Adam (Psi parameters, N ranks):
+//   stage 0: 2 Psi + 2 Psi + 12 Psi     stage 1: 2 Psi + 2 Psi + 12 Psi / N
+//   stage 2: 2 Psi + 2 Psi / N + 12 Psi / N     stage 3: (2 + 2 + 12) Psi / N
+// plus padding: each unit is rounded up to a multiple of N x ParameterStore::kShardAlignment elements.
+// Nothing is allocated for real: a counting memory hands out addresses that are never touched.
+#include <gtest/gtest.h>
+
+#include "core/tracking_allocator.h"
+#include "engine/parameter_store.h"
+#include "models/model_registry.h"
+
+namespace zb {
+namespace {
+
+class CountingMemory final : public RawMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    next_ += (bytes + 255) / 256 * 256 + 256;
+    return reinterpret_cast<void*>(next_);
+  }
+  void release(void*) noexcept override {}
+  Device device() const override { return Device::cuda(0); }
+  const char* kind() const override { return "counting"; }
+
+ private:
+  uintptr_t next_ = 1 << 20;
+};
+
+struct Expected {
+  double params, grads, optimizer;  // bytes per parameter, as multiples of Psi
+};
+
+Expected formula(int stage, int world) {
+  const double n = world;
+  switch (stage) {
+    case 0: return {2, 2, 12};
+    case 1: return {2, 2, 12 / n};
+    case 2: return {2, 2 / n, 12 / n};
+    default: return {2 / n, 2 / n, 12 / n};
+  }
+}
+
+class ZeroMemory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZeroMemory, PerRankBytesFollowTheFormulas) {
+  const ParameterLayout layout(resolve_model(GetParam()));
+  const double psi = double(layout.total_numel());
+  const double units = double(layout.units().size());
+  for (int world : {1, 2, 3, 4, 8}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      for (int rank : {0, world - 1}) {
+        TrackingAllocator allocator(std::make_unique<CountingMemory>());
+        // Persistence threshold 0: every stage-3 unit is partitioned, as the formula assumes.
+        ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{stage, rank, world, 0});
+        const Expected e = formula(stage, world);
+        // Padding adds at most N x alignment elements per unit to the whole, 1/N of that to a shard.
+        const double pad = units * world * ParameterStore::kShardAlignment;
+        auto check = [&](MemoryPool pool, double per_param, const char* what) {
+          const double measured = double(allocator.usage(pool).current);
+          const double predicted = per_param * psi;
+          SCOPED_TRACE(testing::Message() << GetParam() << " stage " << stage << " world " << world << " rank "
+                                          << rank << " " << what);
+          EXPECT_GE(measured, predicted);
+          EXPECT_LE(measured, predicted + per_param * pad);
+        };
+        check(MemoryPool::parameters, e.params, "parameters");
+        check(MemoryPool::gradients, e.grads, "gradients");
+        check(MemoryPool::optimizer_state, e.optimizer, "optimizer state");
+        // Shards are equal on every rank.
+        EXPECT_EQ(store.shard_numel(0) * world, store.padded_numel(0));
+      }
+    }
+  }
+}
+
+TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
+  const ParameterLayout layout(resolve_model("gpt2"));
+  TrackingAllocator allocator(std::make_unique<CountingMemory>());
+  // gpt2's final unit (ln_f: 1,536 elements) is under DeepSpeed's default threshold; its blocks are not.
+  ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{3, 1, 4, 100'000});
+  EXPECT_TRUE(store.whole_params(layout.final_unit()));
+  EXPECT_FALSE(store.whole_params(layout.block_unit(0)));
+  EXPECT_FALSE(store.whole_params(layout.embedding_unit()));
+  EXPECT_EQ(store.param_shard(layout.final_unit()).data,
+            static_cast<char*>(store.params(layout.final_unit()).data) +
+                store.shard_begin(layout.final_unit()) * dtype_size(DType::bf16));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ZeroMemory, ::testing::Values("gpt2", "gpt2-xl", "meta-llama/Llama-2-7b-hf",
+                                                              "llama-tiny"));
+
+}  // namespace
+}  // namespace zb
