@@ -41,6 +41,28 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
      "llmc (llm.c shards: 256 x int32 header, uint16 ids) or raw (headerless uint16 ids)");
   // clang-format on
+  add_zero_flags(flags, v.zero);
+}
+
+void add_zero_flags(po::options_description& flags, ZeroConfig& z) {
+  // clang-format off
+  flags.add_options()
+    ("zero-stage", po::value(&z.stage)->default_value(z.stage),
+     "ZeRO stage: 0 (data parallel), 1 (optimizer state partitioned), 2 (+ gradients), 3 (+ parameters)")
+    ("reduce-bucket-size", po::value(&z.reduce_bucket_size)->default_value(z.reduce_bucket_size),
+     "stages 0-1: elements of gradient reduced together (DeepSpeed reduce_bucket_size)")
+    ("allgather-bucket-size", po::value(&z.allgather_bucket_size)->default_value(z.allgather_bucket_size),
+     "elements of updated parameters all-gathered together (DeepSpeed allgather_bucket_size)")
+    ("overlap-comm", po::value<bool>()->notifier([&z](bool on) { z.overlap_comm = on; }),
+     "reduce gradients while backward runs: true or false (DeepSpeed overlap_comm; default: true in stage 3, "
+     "false otherwise)")
+    ("stage3-prefetch-bucket-size",
+     po::value(&z.stage3_prefetch_bucket_size)->default_value(z.stage3_prefetch_bucket_size),
+     "stage 3: elements of parameters gathered ahead of use (0: no prefetch)")
+    ("stage3-param-persistence-threshold",
+     po::value(&z.stage3_param_persistence_threshold)->default_value(z.stage3_param_persistence_threshold),
+     "stage 3: units with fewer elements stay whole on every rank");
+  // clang-format on
 }
 
 namespace {
@@ -133,6 +155,8 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   run.num_steps = f.num_steps;
   run.data_glob = f.data;
   run.data_format = parse_token_file_format(f.data_format);  // its message names --data-format
+  validate(f.zero);  // its messages name the flags
+  o.zero = f.zero;
   return run;
 }
 

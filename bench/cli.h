@@ -32,9 +32,12 @@ struct TrainingFlags {
   std::string dtype;   // empty: bf16 on a GPU, fp32 on the CPU
   std::string data;    // empty: synthetic tokens
   std::string data_format = "llmc";
+  ZeroConfig zero;
 };
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
+// The ZeRO knobs under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
+void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values);
 
 // The validated run: every check that needs no training happens here, so bad input fails before any work.
 struct TrainingRun {

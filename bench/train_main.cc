@@ -1,11 +1,14 @@
 // train: the plain trainer. Trains a model on synthetic tokens or token files and prints one line a step,
-// then a summary of the steady-state steps.
+// then a summary of the steady-state steps. Under `mpirun -np N` it trains data-parallel with the ZeRO stage
+// asked for, rank r on its node's GPU local_rank; rank 0 prints.
 #include <cmath>
 #include <cstdio>
 
 #include "bench/cli.h"
 #include "bench/gpu_peaks.h"
 #include "bench/train_report.h"
+#include "comm/communicator_factory.h"
+#include "comm/mpi_world.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "kernels/backend_factory.h"
@@ -17,16 +20,32 @@ struct TrainOnlyFlags {
   int64_t warmup_steps = 3;
 };
 
-int train(const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
-  const zb::TrainingRun run = zb::validate_training_flags(flags);
+int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
+  zb::TrainingRun run = zb::validate_training_flags(flags);
+  if (world.size() > 1 && run.device.is_cuda()) {
+    // One GPU per rank: the rank's place on its node picks it.
+    if (world.local_size() > zb::cuda_device_count()) {
+      throw zb::UsageError(zb::cat("mpirun started ", world.local_size(), " ranks on ", world.host_name(), ", which has ",
+                                   zb::cuda_device_count(), " GPU(s): at most one rank per GPU"));
+    }
+    run.device = zb::Device::cuda(world.local_rank());
+  }
   if (!(extra.peak_tflops >= 0) || !std::isfinite(extra.peak_tflops)) {
     throw zb::UsageError(zb::cat("--peak-tflops: must be a positive number (0: look it up), got ", extra.peak_tflops));
   }
   if (extra.warmup_steps < 0) throw zb::UsageError("--warmup-steps: must not be negative");
-  auto data = zb::make_token_source(run);  // opens and checks the token files before any training
+  // Opens and checks the token files before any training.
+  auto data = zb::make_token_source(run, world.rank(), world.size());
   zb::TrackingAllocator allocator(zb::make_device_memory(run.device));
   auto backend = zb::make_backend(run.device, allocator);
-  zb::Trainer trainer(run.options, *backend, allocator, *data);
+  auto comm = zb::make_communicator(world, run.device, backend->native_stream());
+  zb::Trainer trainer(run.options, *backend, allocator, *data, comm.get());
+  const bool printer = world.rank() == 0;
+  auto print = [&](const std::string& line) {
+    if (!printer) return;
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
 
   const auto& o = run.options;
   const std::string device_name = run.device.is_cuda() ? zb::cuda_device_name(run.device.index) : "CPU";
@@ -35,25 +54,24 @@ int train(const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
   if (extra.peak_tflops > 0) throughput.peak_tflops = extra.peak_tflops;
   else if (run.device.is_cuda() && o.dtype == zb::DType::bf16) throughput.peak_tflops = zb::bf16_peak_tflops(device_name);
 
-  std::printf("model %s\n", zb::describe(o.model).c_str());
-  std::printf("device %s (%s) | %s | batch %lld x seq %lld x grad-accum %lld | %s lr %g | data: %s\n",
-              run.device.to_string().c_str(), device_name.c_str(), std::string(zb::dtype_name(o.dtype)).c_str(),
-              (long long)o.batch, (long long)o.seq, (long long)o.grad_accum,
-              std::string(zb::optimizer_kind_name(o.optimizer.kind)).c_str(), o.optimizer.lr, data->describe().c_str());
-  std::fflush(stdout);
+  print(zb::cat("model ", zb::describe(o.model)));
+  print(zb::cat("device ", run.device.to_string(), " (", device_name, ") | ", zb::dtype_name(o.dtype), " | batch ",
+                o.batch, " x seq ", o.seq, " x grad-accum ", o.grad_accum, " per rank | ",
+                zb::optimizer_kind_name(o.optimizer.kind), " lr ", o.optimizer.lr, " | data: ", data->describe()));
+  print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
   std::vector<zb::StepStats> steps;
   for (int64_t i = 0; i < run.num_steps; ++i) {
     steps.push_back(trainer.step());
-    std::printf("%s\n", zb::format_step(steps.back(), run.num_steps, throughput).c_str());
-    std::fflush(stdout);
+    print(zb::format_step(steps.back(), run.num_steps, throughput));
   }
-  std::printf("%s\n", zb::format_summary(steps, extra.warmup_steps, throughput, allocator).c_str());
+  print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  zb::MpiWorld world;
   zb::TrainingFlags flags;
   TrainOnlyFlags extra;
   namespace po = boost::program_options;
@@ -65,5 +83,5 @@ int main(int argc, char** argv) {
       ("warmup-steps", po::value(&extra.warmup_steps)->default_value(extra.warmup_steps),
        "first steps left out of the summary");
   return zb::run_program(argc, argv, "usage: train [options]\nTrains a decoder-only transformer and prints one line a step.",
-                         options, [&] { return train(flags, extra); });
+                         options, [&] { return train(world, flags, extra); });
 }

@@ -35,8 +35,10 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                            const TrackingAllocator& allocator) {
   const size_t first = size_t(std::clamp<int64_t>(warmup, 0, int64_t(steps.size()) - 1));
   const double count = double(steps.size() - first);
-  double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0;
+  double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, exposed = 0, bytes = 0;
   for (size_t i = first; i < steps.size(); ++i) {
+    exposed += steps[i].comm.exposed_ms;
+    bytes += steps[i].comm.total_bytes();
     seconds += steps[i].seconds;
     tokens += double(steps[i].tokens);
     forward += steps[i].forward_ms;
@@ -53,6 +55,11 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
   out += "time per step: " + share("forward", forward) + ", " + share("backward", backward) + ", " +
          share("optimizer", optimizer) + ", " +
          share("other (host, copies, waits)", step_ms * count - forward - backward - optimizer) + "\n";
+  if (bytes > 0) {
+    out += printf_string("communication per step and rank: %.3f GB of collectives; compute waited %.1f ms (%.0f%%) "
+                         "for it (exposed)\n",
+                         bytes / count / 1e9, exposed / count, 100.0 * exposed / count / step_ms);
+  }
   out += "peak memory (GiB):";
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   for (MemoryPool pool : kAllMemoryPools)

@@ -35,6 +35,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  // The device queue the backend's work goes onto (a cudaStream_t for CUDA), for a communicator that must
+  // order its collectives after that work; nullptr for the CPU backend, whose work is done when a call returns.
+  virtual void* native_stream() const { return nullptr; }
 
   // --- memory and timing ----------------------------------------------------------------------------------
   // Copies between tensors of equal bytes; either side may be on the host or this backend's device.

@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
+  void* native_stream() const override { return stream_; }
   void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
 
