@@ -13,7 +13,7 @@ int64_t ParameterStore::padded_numel(int64_t numel, int world) {
 
 ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype,
                                bool needs_second_moment, ShardGeometry geometry)
-    : layout_(layout), dtype_(dtype), geometry_(geometry) {
+    : layout_(layout), allocator_(allocator), dtype_(dtype), geometry_(geometry) {
   ZB_CHECK(geometry.stage >= 0 && geometry.stage <= 3, "ZeRO stage ", geometry.stage);
   ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank,
            " of ", geometry.world);
@@ -81,11 +81,13 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
     auto fill = [&](Tensor target, int64_t begin) {
       std::vector<float> values = host_values(begin, target.numel());
       const Tensor host(values.data(), target.shape, DType::f32, Device::cpu());
-      if (target.dtype == DType::f32) {
-        backend.copy(host, target);
-      } else {
-        backend.convert(host, target);
-      }
+      if (target.dtype == DType::f32) return backend.copy(host, target);
+      // Other dtypes: through fp32 on the backend's device, converted there.
+      Buffer staging = allocator_.allocate(target.shape, DType::f32, MemoryPool::workspace);
+      Tensor staged = staging.view(target.shape, DType::f32);
+      backend.copy(host, staged);
+      backend.convert(staged, target);
+      backend.synchronize();  // the staging buffer is freed when this returns
     };
     const int64_t state_begin = sharded_optimizer() ? shard_begin(u) : 0;
     fill(master(u), state_begin);
