@@ -94,7 +94,7 @@ class ParameterStore {
   Tensor state_view(const Buffer& b, size_t u) const;
 
   const ParameterLayout& layout_;
-  TrackingAllocator& allocator_;  // for the fp32 staging of initialize
+  TrackingAllocator& allocator_;  // for initialize's fp32 staging
   DType dtype_;
   ShardGeometry geometry_;
   std::vector<Unit> units_;

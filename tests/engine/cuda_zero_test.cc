@@ -125,7 +125,8 @@ TEST(CudaZeroCurves, StageThreeFollowsStageZeroOverFiftyStepsOfGpt2) {
   }
   if (test::mpi_world().rank() == 0) std::printf("largest relative gap over 50 steps: %.2e\n", worst);
   EXPECT_LE(worst, 1e-2);
-  EXPECT_LT(curves[0].losses.back(), curves[0].losses.front()) << "the model learns";
+  // (Uniform random tokens: the loss only wanders around ln(50257) = 10.8; what matters is that the two
+  // curves are the same one.)
 }
 
 }  // namespace
