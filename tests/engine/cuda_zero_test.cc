@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
+#include "support/tensor_views.h"
 
 namespace zb {
 namespace {
@@ -38,15 +39,6 @@ Outcome train(const TrainingOptions& options, int steps, bool distributed) {
   for (int i = 0; i < steps; ++i) run.losses.push_back(trainer.step().loss);
   run.params = trainer.gather_parameters();
   return run;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
 bool every_rank_has_a_gpu() {
@@ -86,7 +78,7 @@ TEST_P(CudaZero, MatchesOneGpuOnTheGlobalBatch) {
   for (size_t i = 0; i < a.losses.size(); ++i)
     EXPECT_NEAR(a.losses[i], b.losses[i], 2e-2 * b.losses[i]) << "loss at step " << i + 1;
   for (size_t u = 0; u < a.params.size(); ++u)
-    EXPECT_LE(relative_difference(a.params[u], b.params[u]), 2e-2) << "weights of unit " << u;
+    EXPECT_LE(test::relative_error(a.params[u], b.params[u]), 2e-2) << "weights of unit " << u;
 }
 
 std::vector<Case> cases() {

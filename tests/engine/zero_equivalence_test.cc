@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
+#include "support/tensor_views.h"
 
 namespace zb {
 namespace {
@@ -56,15 +57,6 @@ Run train(const TrainingOptions& options, Communicator* comm) {
   return run;
 }
 
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
 void expect_equivalent(const Run& zero, const Run& reference) {
   ASSERT_EQ(zero.losses.size(), reference.losses.size());
   for (size_t i = 0; i < zero.losses.size(); ++i) {
@@ -76,7 +68,7 @@ void expect_equivalent(const Run& zero, const Run& reference) {
   ASSERT_EQ(zero.params.size(), reference.params.size());
   for (size_t u = 0; u < zero.params.size(); ++u) {
     ASSERT_EQ(zero.params[u].size(), reference.params[u].size());
-    EXPECT_LE(relative_difference(zero.params[u], reference.params[u]), 1e-6) << "weights of unit " << u;
+    EXPECT_LE(test::relative_error(zero.params[u], reference.params[u]), 1e-6) << "weights of unit " << u;
   }
 }
 
