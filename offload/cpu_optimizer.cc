@@ -1,0 +1,190 @@
+// Each SIMD level is one function compiled for its instruction set (GCC's target attribute), so the file
+// builds without -mavx flags and the choice is made at run time. Every level computes element by element
+// what the scalar path computes (the scalar path handles the tails), with FMA where the hardware has it.
+#include "offload/cpu_optimizer.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/bf16.h"
+#include "core/check.h"
+
+namespace zb {
+
+namespace {
+
+struct Coefficients {
+  float lr, beta1, beta2, eps, wd, scale, bias1, bias2, momentum;
+  bool adam, decoupled;
+};
+
+Coefficients coefficients_of(const OptimizerParams& p) {
+  const bool adam = p.kind != OptimizerKind::sgd;
+  return {p.lr,
+          p.beta1,
+          p.beta2,
+          p.eps,
+          p.weight_decay,
+          p.grad_scale,
+          adam ? float(1.0 - std::pow(double(p.beta1), double(p.step))) : 1.0f,
+          adam ? float(1.0 - std::pow(double(p.beta2), double(p.step))) : 1.0f,
+          p.momentum,
+          adam,
+          p.kind == OptimizerKind::adamw};
+}
+
+// Elements [begin, end), one at a time: the reference the vector paths follow.
+void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    float param = s.master[i];
+    float g = bf16_bits_to_float(s.grad[i]) * c.scale;
+    if (c.adam) {
+      if (!c.decoupled) g += c.wd * param;
+      const float mi = c.beta1 * s.m[i] + (1 - c.beta1) * g;
+      const float vi = c.beta2 * s.v[i] + (1 - c.beta2) * g * g;
+      s.m[i] = mi;
+      s.v[i] = vi;
+      if (c.decoupled) param -= c.lr * c.wd * param;
+      param -= c.lr * (mi / c.bias1) / (std::sqrt(vi / c.bias2) + c.eps);
+    } else {
+      g += c.wd * param;
+      const float mi = c.momentum * s.m[i] + g;
+      s.m[i] = mi;
+      param -= c.lr * mi;
+    }
+    s.master[i] = param;
+    if (s.params_out) s.params_out[i] = float_to_bf16_bits(param);
+  }
+}
+
+// bf16 rounding to nearest even of 32-bit float bit patterns (NaN excepted: gradients were checked finite).
+__attribute__((target("avx2,fma"))) __m256i round_to_bf16_avx2(__m256i bits) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+}
+
+__attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin,
+                                                   int64_t end) {
+  const __m256 lr = _mm256_set1_ps(c.lr), b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
+  const __m256 one_b1 = _mm256_set1_ps(1 - c.beta1), one_b2 = _mm256_set1_ps(1 - c.beta2);
+  const __m256 eps = _mm256_set1_ps(c.eps), wd = _mm256_set1_ps(c.wd), scale = _mm256_set1_ps(c.scale);
+  const __m256 bias1 = _mm256_set1_ps(c.bias1), bias2 = _mm256_set1_ps(c.bias2), mu = _mm256_set1_ps(c.momentum);
+  const __m256 decay = _mm256_set1_ps(1 - c.lr * c.wd);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m128i g16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.grad + i));
+    __m256 g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(g16), 16));
+    g = _mm256_mul_ps(g, scale);
+    __m256 param = _mm256_loadu_ps(s.master + i);
+    const __m256 m = _mm256_loadu_ps(s.m + i);
+    if (c.adam) {
+      if (!c.decoupled) g = _mm256_fmadd_ps(wd, param, g);
+      const __m256 mi = _mm256_fmadd_ps(b1, m, _mm256_mul_ps(one_b1, g));
+      const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(s.v + i), _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
+      _mm256_storeu_ps(s.m + i, mi);
+      _mm256_storeu_ps(s.v + i, vi);
+      if (c.decoupled) param = _mm256_mul_ps(param, decay);
+      const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, bias2)), eps);
+      param = _mm256_sub_ps(param, _mm256_div_ps(_mm256_mul_ps(lr, _mm256_div_ps(mi, bias1)), denom));
+    } else {
+      g = _mm256_fmadd_ps(wd, param, g);
+      const __m256 mi = _mm256_fmadd_ps(mu, m, g);
+      _mm256_storeu_ps(s.m + i, mi);
+      param = _mm256_fnmadd_ps(lr, mi, param);
+    }
+    _mm256_storeu_ps(s.master + i, param);
+    if (s.params_out) {
+      const __m256i rounded = round_to_bf16_avx2(_mm256_castps_si256(param));
+      // Pack the eight 32-bit halves into 16 bits: packus works per 128-bit lane, the permute joins the lanes.
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(s.params_out + i), _mm256_castsi256_si128(packed));
+    }
+  }
+  step_scalar(s, c, i, end);
+}
+
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside its own intrinsics (their _mm512_undefined
+// operands); the warning is about the header, not this code.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin,
+                                                    int64_t end) {
+  const __m512 lr = _mm512_set1_ps(c.lr), b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
+  const __m512 one_b1 = _mm512_set1_ps(1 - c.beta1), one_b2 = _mm512_set1_ps(1 - c.beta2);
+  const __m512 eps = _mm512_set1_ps(c.eps), wd = _mm512_set1_ps(c.wd), scale = _mm512_set1_ps(c.scale);
+  const __m512 bias1 = _mm512_set1_ps(c.bias1), bias2 = _mm512_set1_ps(c.bias2), mu = _mm512_set1_ps(c.momentum);
+  const __m512 decay = _mm512_set1_ps(1 - c.lr * c.wd);
+  const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    const __m256i g16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.grad + i));
+    __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(g16), 16));
+    g = _mm512_mul_ps(g, scale);
+    __m512 param = _mm512_loadu_ps(s.master + i);
+    const __m512 m = _mm512_loadu_ps(s.m + i);
+    if (c.adam) {
+      if (!c.decoupled) g = _mm512_fmadd_ps(wd, param, g);
+      const __m512 mi = _mm512_fmadd_ps(b1, m, _mm512_mul_ps(one_b1, g));
+      const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(s.v + i), _mm512_mul_ps(_mm512_mul_ps(one_b2, g), g));
+      _mm512_storeu_ps(s.m + i, mi);
+      _mm512_storeu_ps(s.v + i, vi);
+      if (c.decoupled) param = _mm512_mul_ps(param, decay);
+      const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vi, bias2)), eps);
+      param = _mm512_sub_ps(param, _mm512_div_ps(_mm512_mul_ps(lr, _mm512_div_ps(mi, bias1)), denom));
+    } else {
+      g = _mm512_fmadd_ps(wd, param, g);
+      const __m512 mi = _mm512_fmadd_ps(mu, m, g);
+      _mm512_storeu_ps(s.m + i, mi);
+      param = _mm512_fnmadd_ps(lr, mi, param);
+    }
+    _mm512_storeu_ps(s.master + i, param);
+    if (s.params_out) {
+      const __m512i bits = _mm512_castps_si512(param);
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round_bias, lsb)), 16);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.params_out + i), _mm512_cvtepi32_epi16(rounded));
+    }
+  }
+  step_scalar(s, c, i, end);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+SimdLevel best_simd_level() {
+  if (__builtin_cpu_supports("avx512f")) return SimdLevel::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::avx2;
+  return SimdLevel::scalar;
+}
+
+std::string_view simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::avx512: return "avx512";
+    case SimdLevel::avx2: return "avx2";
+    case SimdLevel::scalar: break;
+  }
+  return "scalar";
+}
+
+void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level) {
+  ZB_CHECK(int(level) <= int(best_simd_level()), "this CPU does not run ", simd_level_name(level));
+  ZB_CHECK(shard.n >= 0 && shard.master && shard.grad && shard.m && (params.kind == OptimizerKind::sgd || shard.v),
+           "cpu_optimizer_step: missing buffers");
+  const Coefficients c = coefficients_of(params);
+  // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (shard.n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
+    switch (level) {
+      case SimdLevel::avx512: step_avx512(shard, c, begin, end); break;
+      case SimdLevel::avx2: step_avx2(shard, c, begin, end); break;
+      case SimdLevel::scalar: step_scalar(shard, c, begin, end); break;
+    }
+  }
+}
+
+}  // namespace zb

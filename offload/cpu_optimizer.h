@@ -1,0 +1,37 @@
+// The CPU optimizer of the offload strategies: AdamW, Adam and SGD over a shard's fp32 master weights and
+// moments in (pinned) host memory, bf16 gradients in, bf16 weights out, with the same arithmetic as the GPU's
+// fused optimizer kernel (bias corrections in double, the clipping factor applied to the gradient first).
+// Vectorised with AVX-512 or AVX2+FMA, chosen at run time from what the CPU supports, over OpenMP threads.
+// The CPU reference backend (kernels/cpu) is its oracle.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/optimizer_params.h"
+
+namespace zb {
+
+enum class SimdLevel { scalar, avx2, avx512 };
+
+// The widest level this CPU runs.
+SimdLevel best_simd_level();
+std::string_view simd_level_name(SimdLevel level);
+
+// One shard's update. v is unused (may be null) for SGD; params_out may be null when no bf16 copy is wanted.
+struct CpuOptimizerShard {
+  float* master = nullptr;
+  const uint16_t* grad = nullptr;  // bf16 bits
+  float* m = nullptr;
+  float* v = nullptr;
+  uint16_t* params_out = nullptr;  // bf16 bits, rounded to nearest even
+  int64_t n = 0;
+};
+
+// Throws zb::Error when `level` is wider than this CPU runs.
+void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level);
+inline void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params) {
+  cpu_optimizer_step(shard, params, best_simd_level());
+}
+
+}  // namespace zb

@@ -1,0 +1,86 @@
+// The offload CPU optimizer, at every SIMD level this CPU runs, against the CPU reference backend's
+// optimizer on fresh random shards (AdamW, Adam, SGD; weight decay, a clipping factor, three steps for the
+// bias corrections; a length that leaves a tail for every vector width): master, m and v to 1e-6 relative,
+// and the bf16 copy exactly the rounded master.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/bf16.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "offload/cpu_optimizer.h"
+#include "support/tensor_views.h"
+
+namespace zb {
+namespace {
+
+struct Shard {
+  std::vector<float> master, m, v;
+  std::vector<uint16_t> grad, out;
+};
+
+Shard random_shard(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Shard s{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<uint16_t>(n),
+          std::vector<uint16_t>(n, 0xffff)};
+  for (int64_t i = 0; i < n; ++i) {
+    s.master[i] = 0.02f * normal(rng);
+    s.grad[i] = float_to_bf16_bits(1e-3f * normal(rng));
+    s.m[i] = 1e-4f * normal(rng);
+    s.v[i] = 1e-7f * std::abs(normal(rng));
+  }
+  return s;
+}
+
+class CpuOptimizer : public ::testing::TestWithParam<OptimizerKind> {};
+
+TEST_P(CpuOptimizer, EveryLevelMatchesTheReference) {
+  const int64_t n = 100'003;  // not a multiple of 8 or 16
+  OptimizerParams p;
+  p.kind = GetParam();
+  p.lr = 1e-3f;
+  p.weight_decay = 0.1f;
+  p.grad_scale = 0.7f;
+  for (int level = 0; level <= int(best_simd_level()); ++level) {
+    SCOPED_TRACE(simd_level_name(SimdLevel(level)));
+    Shard ours = random_shard(n, 11), reference = ours;
+    std::vector<float> grad_f32(n);
+    for (int64_t i = 0; i < n; ++i) grad_f32[i] = bf16_bits_to_float(reference.grad[i]);
+    for (int64_t step = 1; step <= 3; ++step) {
+      p.step = step;
+      cpu_optimizer_step({ours.master.data(), ours.grad.data(), ours.m.data(), ours.v.data(), ours.out.data(), n}, p,
+                         SimdLevel(level));
+      cpu::optimizer_step<float>(reference.master.data(), grad_f32.data(), reference.m.data(), reference.v.data(), n,
+                                 p);
+    }
+    EXPECT_LE(test::relative_error(ours.master, reference.master), 1e-6);
+    EXPECT_LE(test::relative_error(ours.m, reference.m), 1e-6);
+    if (p.kind != OptimizerKind::sgd) {
+      EXPECT_LE(test::relative_error(ours.v, reference.v), 1e-6);
+    }
+    // The weights moved, by far more than the tolerance (a step that did nothing could not pass above anyway,
+    // unless the reference did nothing too).
+    EXPECT_GT(test::relative_error(ours.master, random_shard(n, 11).master), 1e-4);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += ours.out[i] != float_to_bf16_bits(ours.master[i]);
+    EXPECT_EQ(wrong, 0) << "bf16 copies that are not the rounded master";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CpuOptimizer,
+                         ::testing::Values(OptimizerKind::adamw, OptimizerKind::adam, OptimizerKind::sgd),
+                         [](const ::testing::TestParamInfo<OptimizerKind>& param_info) {
+                           return std::string(optimizer_kind_name(param_info.param));
+                         });
+
+TEST(CpuOptimizer, RefusesALevelTheCpuLacks) {
+  if (best_simd_level() == SimdLevel::avx512) GTEST_SKIP() << "this CPU runs every level";
+  const OptimizerParams p;
+  std::vector<float> x(16);
+  std::vector<uint16_t> g(16);
+  EXPECT_THROW(cpu_optimizer_step({x.data(), g.data(), x.data(), x.data(), nullptr, 16}, p, SimdLevel::avx512), Error);
+}
+
+}  // namespace
+}  // namespace zb
