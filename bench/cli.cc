@@ -39,7 +39,10 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("data", po::value(&v.data)->default_value(v.data, "synthetic"),
      "token files (a glob, quoted), read in sorted order; synthetic uniform tokens when absent")
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
-     "llmc (llm.c shards: 256 x int32 header, uint16 ids) or raw (headerless uint16 ids)");
+     "llmc (llm.c shards: 256 x int32 header, uint16 ids) or raw (headerless uint16 ids)")
+    ("offload", po::value(&v.offload)->default_value(v.offload),
+     "none, or cpu_optimizer (fp32 master weights and optimizer state in pinned host memory, updated by the "
+     "CPU optimizer); cpu_full and nvme are not implemented yet");
   // clang-format on
   add_zero_flags(flags, v.zero);
 }
@@ -157,6 +160,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   run.data_format = parse_token_file_format(f.data_format);  // its message names --data-format
   validate(f.zero);  // its messages name the flags
   o.zero = f.zero;
+  o.offload = parse_flag("offload", [&] { return parse_offload_strategy(f.offload); });
   return run;
 }
 

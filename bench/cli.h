@@ -33,6 +33,7 @@ struct TrainingFlags {
   std::string data;    // empty: synthetic tokens
   std::string data_format = "llmc";
   ZeroConfig zero;
+  std::string offload = "none";
 };
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);

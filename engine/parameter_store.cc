@@ -27,9 +27,11 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     const int64_t state = geometry.stage >= 1 ? shard : unit.padded;
     unit.params = allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
-    if (has_separate_master(dtype)) unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
-    unit.m = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
-    if (needs_second_moment) unit.v = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
+    if (!geometry.optimizer_on_host) {
+      if (has_separate_master(dtype)) unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
+      unit.m = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
+      if (needs_second_moment) unit.v = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
+    }
     units_.push_back(std::move(unit));
   }
 }
@@ -57,6 +59,7 @@ Tensor ParameterStore::grad_shard(size_t u) const {
 }
 
 Tensor ParameterStore::master(size_t u) const {
+  ZB_CHECK(!geometry_.optimizer_on_host, "the optimizer state lives on the host");
   return units_[u].master.bytes() ? state_view(units_[u].master, u) : optimizer_params(u);
 }
 
@@ -65,15 +68,14 @@ Tensor ParameterStore::model_copy(size_t u) const {
 }
 
 Tensor ParameterStore::state_view(const Buffer& b, size_t u) const {
+  ZB_CHECK(!geometry_.optimizer_on_host, "the optimizer state lives on the host");
   return b.view(Shape{sharded_optimizer() ? shard_numel(u) : units_[u].padded}, master_dtype(dtype_));
 }
 
-namespace {
-
-// Elements [begin, begin + count) of unit u as initialised under seed (zero past the unit's end: padding).
 // The layout's values depend only on (seed, position), so threads fill disjoint chunks: one thread would need
 // a minute for gpt2-xl's 1.6 billion values.
-std::vector<float> initial_values(const ParameterLayout& layout, size_t u, uint64_t seed, int64_t begin, int64_t count) {
+std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, uint64_t seed, int64_t begin,
+                                       int64_t count) {
   std::vector<float> values(count, 0.0f);
   const int64_t end = std::min(begin + count, layout.unit(u).numel);
   if (end <= begin) return values;
@@ -90,8 +92,6 @@ std::vector<float> initial_values(const ParameterLayout& layout, size_t u, uint6
   return values;
 }
 
-}  // namespace
-
 void ParameterStore::initialize(Backend& backend, uint64_t seed) {
   for (size_t u = 0; u < units_.size(); ++u) {
     // The weights this rank holds (the whole unit, or its shard) are computed once in fp32 on the host and
@@ -100,7 +100,7 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
     const bool whole = units_[u].whole_params;
     const int64_t begin = whole ? 0 : shard_begin(u);
     Tensor weights = whole ? params(u) : param_shard(u);
-    std::vector<float> values = initial_values(layout_, u, seed, begin, weights.numel());
+    std::vector<float> values = initial_unit_values(layout_, u, seed, begin, weights.numel());
     Buffer staging = allocator_.allocate(weights.shape, DType::f32, MemoryPool::workspace);
     Tensor staged = staging.view(weights.shape, DType::f32);
     backend.copy(Tensor(values.data(), weights.shape, DType::f32, Device::cpu()), staged);
@@ -114,9 +114,11 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
       const int64_t offset = (sharded_optimizer() ? shard_begin(u) : 0) - begin;
       backend.copy(staged.flat_slice(offset, offset + master_weights.numel()), master_weights);
     }
-    Tensor m = first_moment(u), v = second_moment(u);
-    backend.fill_zero(m);
-    if (!v.empty()) backend.fill_zero(v);
+    if (!geometry_.optimizer_on_host) {
+      Tensor m = first_moment(u), v = second_moment(u);
+      backend.fill_zero(m);
+      if (!v.empty()) backend.fill_zero(v);
+    }
     backend.synchronize();  // before the staging buffer is freed
   }
   zero_gradients(backend);

@@ -28,7 +28,13 @@ struct ShardGeometry {
   int rank = 0;
   int world = 1;
   int64_t persistence_threshold = 0;  // stage 3: units smaller than this keep whole weights
+  bool optimizer_on_host = false;     // offload: no fp32 master or moments on the device (HostOptimizer's)
 };
+
+// Elements [begin, begin + count) of unit u's initial weights under seed, in fp32 (zero past the unit's end:
+// padding), computed on host threads. Every holder of a range of the weights starts from these values.
+std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, uint64_t seed, int64_t begin,
+                                       int64_t count);
 
 class ParameterStore {
  public:
@@ -75,6 +81,10 @@ class ParameterStore {
   // What the optimizer updates: the whole unit in stage 0, the rank's shard otherwise. master is fp32 (the
   // weights themselves in fp32 training); model_copy is the model-dtype weights it writes (empty in fp32).
   Tensor optimizer_grad(size_t u) const { return sharded_optimizer() ? grad_shard(u) : grads(u); }
+  // The weights the optimizer's update is written to (the shard, or the whole unit in stage 0).
+  Tensor optimizer_params(size_t u) const { return sharded_optimizer() ? param_shard(u) : params(u); }
+  // Where the optimizer's range starts in the unit.
+  int64_t optimizer_begin(size_t u) const { return sharded_optimizer() ? shard_begin(u) : 0; }
   Tensor master(size_t u) const;
   Tensor model_copy(size_t u) const;
   Tensor first_moment(size_t u) const { return state_view(units_[u].m, u); }
@@ -90,7 +100,6 @@ class ParameterStore {
     bool whole_params = true;
     Buffer params, grads, master, m, v;  // sized whole or shard as the stage says
   };
-  Tensor optimizer_params(size_t u) const { return sharded_optimizer() ? param_shard(u) : params(u); }
   Tensor state_view(const Buffer& b, size_t u) const;
 
   const ParameterLayout& layout_;

@@ -4,13 +4,33 @@
 #include <chrono>
 #include <cmath>
 
+#include <fstream>
+
 #include "comm/local_communicator.h"
+#include "core/cuda_memory.h"
 #include "core/errors.h"
 #include "core/strings.h"
 
 namespace zb {
 
 namespace {
+
+// Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
+std::unique_ptr<RawMemory> host_memory_for(const Backend& backend) {
+  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
+  return std::make_unique<HostMemory>();
+}
+
+// What the host can still give, from /proc/meminfo's MemAvailable (0 where it cannot be read).
+size_t available_host_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
 
 std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend) {
   if (comm) return nullptr;
@@ -28,13 +48,26 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       own_comm_(local_if_none(comm, backend)),
       comm_(comm ? comm : own_comm_.get()),
       layout_(options.model),
+      host_allocator_(host_memory_for(backend)),
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
              ShardGeometry{options.zero.stage, comm_->rank(), comm_->size(),
-                           options.zero.stage3_param_persistence_threshold}),
+                           options.zero.stage3_param_persistence_threshold,
+                           options.offload != OffloadStrategy::none}),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
       schedule_(store_, model_, backend, *comm_, allocator, options.zero) {
   validate(options.zero);
+  ZB_CHECK(options.offload == OffloadStrategy::none || options.offload == OffloadStrategy::cpu_optimizer,
+           "offload strategy ", offload_strategy_name(options.offload), " is not implemented yet");
   store_.initialize(backend, options.seed);
+  if (options.offload == OffloadStrategy::cpu_optimizer) {
+    const bool second_moment = options.optimizer.kind != OptimizerKind::sgd;
+    const size_t needed = HostOptimizer::host_bytes(store_, second_moment), available = available_host_bytes();
+    if (available && needed > available) {
+      throw OutOfMemory(cat("the cpu_optimizer strategy needs ", needed / 1e9, " GB of host memory for this rank's ",
+                            "optimizer state; the host has ", available / 1e9, " GB available"));
+    }
+    host_optimizer_ = std::make_unique<HostOptimizer>(store_, backend, host_allocator_, options.seed, second_moment);
+  }
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -72,19 +105,27 @@ StepStats Trainer::step() {
   // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
   if (options_.grad_clip > 0) params.grad_scale = float(std::min(1.0, options_.grad_clip / (norm + 1e-6)));
   const auto optimizer_start = backend_.record_event();
-  for (size_t u = 0; u < store_.unit_count(); ++u) {
-    Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
-    Tensor model_copy = store_.model_copy(u);
-    backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
+  const auto host_optimizer_start = std::chrono::steady_clock::now();
+  if (host_optimizer_) {
+    host_optimizer_->step(params);
+  } else {
+    for (size_t u = 0; u < store_.unit_count(); ++u) {
+      Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
+      Tensor model_copy = store_.model_copy(u);
+      backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
+    }
   }
   const auto optimizer_end = backend_.record_event();
+  const double host_optimizer_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_optimizer_start).count();
   schedule_.publish_parameters();
   backend_.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}};
   stats.forward_ms = pass.forward_ms;
   stats.backward_ms = pass.backward_ms;
-  stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
+  // The host optimizer's time is the host's (copies included); the device's is the kernels'.
+  stats.optimizer_ms = host_optimizer_ ? host_optimizer_ms : backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   stats.comm = schedule_.take_stats();
   return stats;
 }

@@ -10,6 +10,8 @@
 
 #include "comm/communicator.h"
 #include "core/tracking_allocator.h"
+#include "engine/host_optimizer.h"
+#include "engine/offload_strategy.h"
 #include "engine/parameter_store.h"
 #include "engine/token_source.h"
 #include "engine/zero_config.h"
@@ -29,6 +31,7 @@ struct TrainingOptions {
   uint64_t seed = 42;
   DType dtype = DType::f32;
   ZeroConfig zero;
+  OffloadStrategy offload = OffloadStrategy::none;
 };
 
 struct StepStats {
@@ -57,6 +60,8 @@ class Trainer {
 
   const ParameterLayout& layout() const { return layout_; }
   ParameterStore& store() { return store_; }
+  // Host memory of the offload strategies (pinned beside a GPU), by pool.
+  const TrackingAllocator& host_allocator() const { return host_allocator_; }
   Transformer& model() { return model_; }
   Communicator& communicator() { return *comm_; }
 
@@ -68,9 +73,11 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;  // when none was given
   Communicator* comm_;
   ParameterLayout layout_;
+  TrackingAllocator host_allocator_;
   ParameterStore store_;
   Transformer model_;
   ZeroSchedule schedule_;
+  std::unique_ptr<HostOptimizer> host_optimizer_;  // the cpu_optimizer strategy's
   Buffer inputs_, targets_;
   int64_t step_ = 0;
 };

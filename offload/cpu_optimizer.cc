@@ -35,11 +35,20 @@ Coefficients coefficients_of(const OptimizerParams& p) {
           p.kind == OptimizerKind::adamw};
 }
 
-// Elements [begin, end), one at a time: the reference the vector paths follow.
+inline float load_value(const uint16_t* p, int64_t i) { return bf16_bits_to_float(p[i]); }
+inline float load_value(const float* p, int64_t i) { return p[i]; }
+inline void store_value(uint16_t* p, int64_t i, float x) { p[i] = float_to_bf16_bits(x); }
+inline void store_value(float* p, int64_t i, float x) { p[i] = x; }
+
+// Elements [begin, end), one at a time: the reference the vector paths follow. Model is the gradients' and
+// the weights' copy's element type (bf16 bits or float).
+template <typename Model>
 void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin, int64_t end) {
+  const Model* grad = static_cast<const Model*>(s.grad);
+  Model* out = static_cast<Model*>(s.params_out);
   for (int64_t i = begin; i < end; ++i) {
     float param = s.master[i];
-    float g = bf16_bits_to_float(s.grad[i]) * c.scale;
+    float g = load_value(grad, i) * c.scale;
     if (c.adam) {
       if (!c.decoupled) g += c.wd * param;
       const float mi = c.beta1 * s.m[i] + (1 - c.beta1) * g;
@@ -55,7 +64,7 @@ void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begi
       param -= c.lr * mi;
     }
     s.master[i] = param;
-    if (s.params_out) s.params_out[i] = float_to_bf16_bits(param);
+    if (out) store_value(out, i, param);
   }
 }
 
@@ -72,9 +81,11 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
   const __m256 eps = _mm256_set1_ps(c.eps), wd = _mm256_set1_ps(c.wd), scale = _mm256_set1_ps(c.scale);
   const __m256 bias1 = _mm256_set1_ps(c.bias1), bias2 = _mm256_set1_ps(c.bias2), mu = _mm256_set1_ps(c.momentum);
   const __m256 decay = _mm256_set1_ps(1 - c.lr * c.wd);
+  const auto* grad = static_cast<const uint16_t*>(s.grad);
+  auto* out = static_cast<uint16_t*>(s.params_out);
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
-    const __m128i g16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.grad + i));
+    const __m128i g16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
     __m256 g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(g16), 16));
     g = _mm256_mul_ps(g, scale);
     __m256 param = _mm256_loadu_ps(s.master + i);
@@ -95,14 +106,14 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
       param = _mm256_fnmadd_ps(lr, mi, param);
     }
     _mm256_storeu_ps(s.master + i, param);
-    if (s.params_out) {
+    if (out) {
       const __m256i rounded = round_to_bf16_avx2(_mm256_castps_si256(param));
       // Pack the eight 32-bit halves into 16 bits: packus works per 128-bit lane, the permute joins the lanes.
       const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(s.params_out + i), _mm256_castsi256_si128(packed));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
     }
   }
-  step_scalar(s, c, i, end);
+  step_scalar<uint16_t>(s, c, i, end);
 }
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside its own intrinsics (their _mm512_undefined
@@ -117,9 +128,11 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
   const __m512 bias1 = _mm512_set1_ps(c.bias1), bias2 = _mm512_set1_ps(c.bias2), mu = _mm512_set1_ps(c.momentum);
   const __m512 decay = _mm512_set1_ps(1 - c.lr * c.wd);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const auto* grad = static_cast<const uint16_t*>(s.grad);
+  auto* out = static_cast<uint16_t*>(s.params_out);
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
-    const __m256i g16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.grad + i));
+    const __m256i g16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
     __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(g16), 16));
     g = _mm512_mul_ps(g, scale);
     __m512 param = _mm512_loadu_ps(s.master + i);
@@ -140,14 +153,14 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
       param = _mm512_fnmadd_ps(lr, mi, param);
     }
     _mm512_storeu_ps(s.master + i, param);
-    if (s.params_out) {
+    if (out) {
       const __m512i bits = _mm512_castps_si512(param);
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
       const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round_bias, lsb)), 16);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.params_out + i), _mm512_cvtepi32_epi16(rounded));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
     }
   }
-  step_scalar(s, c, i, end);
+  step_scalar<uint16_t>(s, c, i, end);
 }
 #pragma GCC diagnostic pop
 
@@ -179,10 +192,14 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
 #pragma omp parallel for schedule(static)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
+    if (shard.fp32_model) {
+      step_scalar<float>(shard, c, begin, end);
+      continue;
+    }
     switch (level) {
       case SimdLevel::avx512: step_avx512(shard, c, begin, end); break;
       case SimdLevel::avx2: step_avx2(shard, c, begin, end); break;
-      case SimdLevel::scalar: step_scalar(shard, c, begin, end); break;
+      case SimdLevel::scalar: step_scalar<uint16_t>(shard, c, begin, end); break;
     }
   }
 }

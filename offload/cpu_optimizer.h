@@ -18,14 +18,17 @@ enum class SimdLevel { scalar, avx2, avx512 };
 SimdLevel best_simd_level();
 std::string_view simd_level_name(SimdLevel level);
 
-// One shard's update. v is unused (may be null) for SGD; params_out may be null when no bf16 copy is wanted.
+// One shard's update. v is unused (may be null) for SGD; params_out may be null when no copy is wanted.
+// Gradients and the weights' copy are bf16 bits (mixed precision) or, with fp32_model, fp32 (the CPU
+// backend's training dtype; those take the scalar path, which is there for correctness, not speed).
 struct CpuOptimizerShard {
   float* master = nullptr;
-  const uint16_t* grad = nullptr;  // bf16 bits
+  const void* grad = nullptr;  // bf16 bits, or float with fp32_model
   float* m = nullptr;
   float* v = nullptr;
-  uint16_t* params_out = nullptr;  // bf16 bits, rounded to nearest even
+  void* params_out = nullptr;  // bf16 bits rounded to nearest even, or float with fp32_model
   int64_t n = 0;
+  bool fp32_model = false;
 };
 
 // Throws zb::Error when `level` is wider than this CPU runs.

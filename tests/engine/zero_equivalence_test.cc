@@ -111,6 +111,37 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(all_cases(
                            return name;
                          });
 
+// Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer) gives
+// the training of the same stage without offload.
+class OffloadEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OffloadEquivalence, CpuOptimizerMatchesNoOffload) {
+  const Case c = GetParam();
+  Communicator& comm = test::mpi_communicator();
+  TrainingOptions plain = base_options(c.model, c.grad_accum);
+  plain.zero.stage = c.stage;
+  plain.zero.stage3_param_persistence_threshold = 0;
+  TrainingOptions offloaded = plain;
+  offloaded.offload = OffloadStrategy::cpu_optimizer;
+  expect_equivalent(train(offloaded, &comm), train(plain, &comm));
+}
+
+std::vector<Case> offload_cases() {
+  std::vector<Case> cases;
+  for (const char* model : {"gpt2-tiny", "llama-tiny"})
+    for (int stage = 0; stage <= 3; ++stage) cases.push_back({model, stage, 1 + stage % 2});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(offload_cases()),
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           std::string name = param_info.param.model + "_stage" +
+                                              std::to_string(param_info.param.stage);
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
 // one bucket for everything and overlap off.
 TEST(ZeroKnobs, PersistentUnitsNoPrefetchNoOverlap) {

@@ -1,0 +1,26 @@
+#include "engine/offload_strategy.h"
+
+#include "core/errors.h"
+#include "core/strings.h"
+
+namespace zb {
+
+OffloadStrategy parse_offload_strategy(std::string_view name) {
+  if (name == "none") return OffloadStrategy::none;
+  if (name == "cpu_optimizer") return OffloadStrategy::cpu_optimizer;
+  if (name == "cpu_full" || name == "nvme")
+    throw UsageError(cat("offload strategy ", name, " is not implemented yet (available: none, cpu_optimizer)"));
+  throw UsageError(cat("unknown offload strategy '", name, "' (accepted: none, cpu_optimizer, cpu_full, nvme)"));
+}
+
+std::string_view offload_strategy_name(OffloadStrategy strategy) {
+  switch (strategy) {
+    case OffloadStrategy::cpu_optimizer: return "cpu_optimizer";
+    case OffloadStrategy::cpu_full: return "cpu_full";
+    case OffloadStrategy::nvme: return "nvme";
+    case OffloadStrategy::none: break;
+  }
+  return "none";
+}
+
+}  // namespace zb
