@@ -1,6 +1,9 @@
 #include "bench/cli.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "core/cuda_devices.h"
@@ -41,8 +44,19 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
      "llmc (llm.c shards: 256 x int32 header, uint16 ids) or raw (headerless uint16 ids)")
     ("offload", po::value(&v.offload)->default_value(v.offload),
-     "none, or cpu_optimizer (fp32 master weights and optimizer state in pinned host memory, updated by the "
-     "CPU optimizer); cpu_full and nvme are not implemented yet");
+     "none; cpu_optimizer (fp32 master weights and optimizer state in pinned host memory, updated by the "
+     "CPU optimizer); nvme (that state in a file per rank under --nvme-path, streamed through the CPU "
+     "optimizer); cpu_full is not implemented yet")
+    ("nvme-path", po::value(&v.nvme_path)->default_value(v.nvme_path), "folder of the nvme strategy's files")
+    ("aio-block-size", po::value(&v.aio.block_size)->default_value(v.aio.block_size), "bytes per NVMe request")
+    ("aio-queue-depth", po::value(&v.aio.queue_depth)->default_value(v.aio.queue_depth),
+     "NVMe requests in flight per thread")
+    ("aio-intra-op-parallelism", po::value(&v.aio.intra_op_parallelism)->default_value(v.aio.intra_op_parallelism),
+     "threads submitting one transfer's requests")
+    ("aio-single-submit", po::value(&v.aio.single_submit)->default_value(v.aio.single_submit),
+     "one request per submission call")
+    ("aio-overlap-events", po::value(&v.aio.overlap_events)->default_value(v.aio.overlap_events),
+     "refill the queue as requests complete");
   // clang-format on
   add_zero_flags(flags, v.zero);
 }
@@ -161,6 +175,17 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   validate(f.zero);  // its messages name the flags
   o.zero = f.zero;
   o.offload = parse_flag("offload", [&] { return parse_offload_strategy(f.offload); });
+  validate(f.aio);  // its messages name the settings
+  o.aio = f.aio;
+  if (o.offload == OffloadStrategy::nvme) {
+    if (f.nvme_path.empty()) throw UsageError("--offload nvme needs --nvme-path FOLDER");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(f.nvme_path, ec))
+      throw UsageError(cat("--nvme-path ", f.nvme_path, ": not a folder"));
+    if (::access(f.nvme_path.c_str(), W_OK) != 0)
+      throw UsageError(cat("--nvme-path ", f.nvme_path, ": not writable"));
+  }
+  o.nvme_path = f.nvme_path;
   return run;
 }
 

@@ -34,6 +34,8 @@ struct TrainingFlags {
   std::string data_format = "llmc";
   ZeroConfig zero;
   std::string offload = "none";
+  std::string nvme_path;
+  AioConfig aio;
 };
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);

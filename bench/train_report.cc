@@ -36,7 +36,12 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
   const size_t first = size_t(std::clamp<int64_t>(warmup, 0, int64_t(steps.size()) - 1));
   const double count = double(steps.size() - first);
   double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, exposed = 0, bytes = 0;
+  HostOptimizerTimes host;
   for (size_t i = first; i < steps.size(); ++i) {
+    const HostOptimizerTimes& h = steps[i].offload;
+    host.copies_ms += h.copies_ms, host.cpu_ms += h.cpu_ms, host.read_wait_ms += h.read_wait_ms;
+    host.write_wait_ms += h.write_wait_ms, host.nvme_read_bytes += h.nvme_read_bytes;
+    host.nvme_write_bytes += h.nvme_write_bytes;
     exposed += steps[i].comm.exposed_ms;
     bytes += steps[i].comm.total_bytes();
     seconds += steps[i].seconds;
@@ -59,6 +64,16 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
     out += printf_string("communication per step and rank: %.3f GB of collectives; compute waited %.1f ms (%.0f%%) "
                          "for it (exposed)\n",
                          bytes / count / 1e9, exposed / count, 100.0 * exposed / count / step_ms);
+  }
+  if (host.copies_ms + host.cpu_ms > 0) {
+    out += printf_string("offload per step: copies to and from the host %.1f ms, CPU optimizer %.1f ms", host.copies_ms / count,
+                         host.cpu_ms / count);
+    if (host.nvme_read_bytes > 0) {
+      out += printf_string(", NVMe read %.3f GB (waited %.1f ms), written %.3f GB (waited %.1f ms)",
+                           host.nvme_read_bytes / count / 1e9, host.read_wait_ms / count,
+                           host.nvme_write_bytes / count / 1e9, host.write_wait_ms / count);
+    }
+    out += "\n";
   }
   out += "peak memory (GiB):";
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -1,6 +1,7 @@
-// Where the optimizer state (and, in later strategies, the weights) live: on the GPU (none), or in host
-// memory with the CPU optimizer updating the rank's shard (cpu_optimizer, ZeRO-Offload). cpu_full and nvme
-// are named here so that the command line can say they are not available yet rather than not knowing them.
+// Where the optimizer state (and, in later strategies, the weights) live: on the GPU (none), in host memory
+// with the CPU optimizer updating the rank's shard (cpu_optimizer, ZeRO-Offload), or in files on NVMe that
+// the CPU optimizer streams through (nvme, ZeRO-Infinity). cpu_full is named so that the command line can
+// say it is not available yet rather than not knowing it.
 #pragma once
 
 #include <string_view>

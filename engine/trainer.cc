@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "comm/local_communicator.h"
@@ -18,7 +20,7 @@ namespace {
 // Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
 std::unique_ptr<RawMemory> host_memory_for(const Backend& backend) {
   if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
-  return std::make_unique<HostMemory>();
+  return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
 }
 
 // What the host can still give, from /proc/meminfo's MemAvailable (0 where it cannot be read).
@@ -56,17 +58,24 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
       schedule_(store_, model_, backend, *comm_, allocator, options.zero) {
   validate(options.zero);
-  ZB_CHECK(options.offload == OffloadStrategy::none || options.offload == OffloadStrategy::cpu_optimizer,
-           "offload strategy ", offload_strategy_name(options.offload), " is not implemented yet");
+  ZB_CHECK(options.offload != OffloadStrategy::cpu_full, "offload strategy cpu_full is not implemented yet");
   store_.initialize(backend, options.seed);
-  if (options.offload == OffloadStrategy::cpu_optimizer) {
+  if (options.offload != OffloadStrategy::none) {
     const bool second_moment = options.optimizer.kind != OptimizerKind::sgd;
-    const size_t needed = HostOptimizer::host_bytes(store_, second_moment), available = available_host_bytes();
+    const bool nvme = options.offload == OffloadStrategy::nvme;
+    const size_t needed = HostOptimizer::host_bytes(store_, second_moment, nvme), available = available_host_bytes();
     if (available && needed > available) {
-      throw OutOfMemory(cat("the cpu_optimizer strategy needs ", needed / 1e9, " GB of host memory for this rank's ",
-                            "optimizer state; the host has ", available / 1e9, " GB available"));
+      throw OutOfMemory(cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
+                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available"));
     }
-    host_optimizer_ = std::make_unique<HostOptimizer>(store_, backend, host_allocator_, options.seed, second_moment);
+    HostStateStorage storage;
+    if (nvme) {
+      ZB_CHECK(!options.nvme_path.empty(), "the nvme strategy needs a folder (--nvme-path)");
+      storage = {true, cat(options.nvme_path, "/zerobench_rank", comm_->rank(), "_pid", ::getpid(), ".optim"),
+                 options.aio};
+    }
+    host_optimizer_ =
+        std::make_unique<HostOptimizer>(store_, backend, host_allocator_, options.seed, second_moment, storage);
   }
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -121,12 +130,13 @@ StepStats Trainer::step() {
   schedule_.publish_parameters();
   backend_.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}};
+  StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}, {}};
   stats.forward_ms = pass.forward_ms;
   stats.backward_ms = pass.backward_ms;
   // The host optimizer's time is the host's (copies included); the device's is the kernels'.
   stats.optimizer_ms = host_optimizer_ ? host_optimizer_ms : backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   stats.comm = schedule_.take_stats();
+  if (host_optimizer_) stats.offload = host_optimizer_->last_times();
   return stats;
 }
 

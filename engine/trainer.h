@@ -32,6 +32,8 @@ struct TrainingOptions {
   DType dtype = DType::f32;
   ZeroConfig zero;
   OffloadStrategy offload = OffloadStrategy::none;
+  std::string nvme_path;  // the folder of the nvme strategy's files (one per rank, removed at the end)
+  AioConfig aio;
 };
 
 struct StepStats {
@@ -43,6 +45,7 @@ struct StepStats {
   // Device time of the phases (the rest of `seconds` is host work, copies and waiting).
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   StepCommStats comm;
+  HostOptimizerTimes offload;  // the offload strategies' host phases (zero without offload)
 };
 
 class Trainer {

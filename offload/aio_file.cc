@@ -45,23 +45,40 @@ void AioFile::write(const void* data, size_t bytes, int64_t offset) {
 
 void AioFile::read(void* data, size_t bytes, int64_t offset) { transfer(false, static_cast<char*>(data), bytes, offset); }
 
-namespace {
-
 // An io_context_t for one thread's requests, destroyed with it.
-class AioContext {
+class AioFile::Context {
  public:
-  explicit AioContext(int depth) {
+  explicit Context(int depth) {
     const int rc = io_setup(depth, &ctx_);
     if (rc < 0) throw IoError(cat("io_setup(", depth, "): ", std::strerror(-rc)));
   }
-  ~AioContext() { io_destroy(ctx_); }
-  AioContext(const AioContext&) = delete;
-  AioContext& operator=(const AioContext&) = delete;
+  ~Context() { io_destroy(ctx_); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
   io_context_t get() const { return ctx_; }
 
  private:
   io_context_t ctx_ = nullptr;
 };
+
+std::unique_ptr<AioFile::Context> AioFile::take_context() {
+  {
+    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    if (!free_contexts_.empty()) {
+      std::unique_ptr<Context> context = std::move(free_contexts_.back());
+      free_contexts_.pop_back();
+      return context;
+    }
+  }
+  return std::make_unique<Context>(config_.queue_depth);
+}
+
+void AioFile::return_context(std::unique_ptr<Context> context) {
+  std::lock_guard<std::mutex> lock(contexts_mutex_);
+  free_contexts_.push_back(std::move(context));
+}
+
+namespace {
 
 struct Piece {
   char* data;
@@ -71,8 +88,9 @@ struct Piece {
 
 // Runs `pieces` through one context: up to `depth` in flight; refilled as they complete (overlap) or batch
 // by batch. Throws IoError on a failed or short request.
-void run_pieces(int fd, bool write, const std::vector<Piece>& pieces, const AioConfig& config, const std::string& path) {
-  AioContext ctx(config.queue_depth);
+// After an error the context may still hold requests in flight; the caller drops it rather than reuse it.
+void run_pieces(AioFile::Context& ctx, int fd, bool write, const std::vector<Piece>& pieces, const AioConfig& config,
+                const std::string& path) {
   std::vector<iocb> blocks(pieces.size());
   size_t next = 0, in_flight = 0;
   std::vector<io_event> events(size_t(config.queue_depth));
@@ -131,21 +149,19 @@ void AioFile::transfer(bool write, char* data, size_t bytes, int64_t offset) {
     work[index % size_t(threads)].push_back({data + done, piece, offset + int64_t(done)});
   }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  auto run = [&](size_t t) {
+    if (work[t].empty()) return;
+    try {
+      std::unique_ptr<Context> context = take_context();
+      run_pieces(*context, fd_, write, work[t], config_, path_);
+      return_context(std::move(context));  // only a context whose requests all completed is reused
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
   std::vector<std::thread> workers;
-  for (int t = 1; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      try {
-        if (!work[size_t(t)].empty()) run_pieces(fd_, write, work[size_t(t)], config_, path_);
-      } catch (...) {
-        errors[size_t(t)] = std::current_exception();
-      }
-    });
-  }
-  try {
-    if (!work[0].empty()) run_pieces(fd_, write, work[0], config_, path_);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
+  for (int t = 1; t < threads; ++t) workers.emplace_back(run, size_t(t));
+  run(0);
   for (std::thread& w : workers) w.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);

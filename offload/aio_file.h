@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace zb {
 
@@ -42,9 +45,17 @@ class AioFile {
   void write(const void* data, size_t bytes, int64_t offset);
   void read(void* data, size_t bytes, int64_t offset);
 
+  class Context;  // an io_context_t
+
  private:
   void transfer(bool write, char* data, size_t bytes, int64_t offset);
+  // Contexts are kept for reuse: io_destroy waits for an RCU grace period (milliseconds), far too slow to
+  // pay per transfer. Transfers running at once (a read-ahead beside a write-behind) take different ones.
+  std::unique_ptr<Context> take_context();
+  void return_context(std::unique_ptr<Context> context);
 
+  std::mutex contexts_mutex_;
+  std::vector<std::unique_ptr<Context>> free_contexts_;
   std::string path_;
   AioConfig config_;
   int fd_ = -1;

@@ -1,6 +1,6 @@
 // ZeRO stages 0-3 on the CPU backend under mpirun: every stage, world size and gradient accumulation gives
 // the losses and final weights of single-process training on the same global batch (each rank also runs
-// that reference itself). fp32; relative differences at most 1e-6. Run with any number of ranks.
+// that reference itself). fp32; relative differences at most 1e-6. Outcome with any number of ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,12 +11,13 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
+#include "support/temp_dir.h"
 #include "support/tensor_views.h"
 
 namespace zb {
 namespace {
 
-struct Run {
+struct Outcome {
   std::vector<double> losses, grad_norms;
   std::vector<std::vector<float>> params;  // per unit, unpadded
 };
@@ -41,13 +42,13 @@ TrainingOptions base_options(const std::string& model, int64_t grad_accum) {
 constexpr int kSteps = 3;
 
 // Training with `options` on the ranks of `comm` (nullptr: this process alone, batch as given).
-Run train(const TrainingOptions& options, Communicator* comm) {
+Outcome train(const TrainingOptions& options, Communicator* comm) {
   CpuBackend backend;
   TrackingAllocator allocator(std::make_unique<HostMemory>());
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   auto data = make_synthetic_tokens({options.batch, options.seq, rank, world}, options.model.vocab_size, 99);
   Trainer trainer(options, backend, allocator, *data, comm);
-  Run run;
+  Outcome run;
   for (int i = 0; i < kSteps; ++i) {
     const StepStats stats = trainer.step();
     run.losses.push_back(stats.loss);
@@ -57,7 +58,7 @@ Run train(const TrainingOptions& options, Communicator* comm) {
   return run;
 }
 
-void expect_equivalent(const Run& zero, const Run& reference) {
+void expect_equivalent(const Outcome& zero, const Outcome& reference) {
   ASSERT_EQ(zero.losses.size(), reference.losses.size());
   for (size_t i = 0; i < zero.losses.size(); ++i) {
     EXPECT_NEAR(zero.losses[i], reference.losses[i], 1e-6 * reference.losses[i]) << "loss at step " << i + 1;
@@ -113,17 +114,38 @@ INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(all_cases(
 
 // Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer) gives
 // the training of the same stage without offload.
-class OffloadEquivalence : public ::testing::TestWithParam<Case> {};
+class OffloadEquivalence : public ::testing::TestWithParam<Case> {
+ protected:
+  // The case's stage, every unit partitioned, no offload.
+  static TrainingOptions plain_options(const Case& c) {
+    TrainingOptions o = base_options(c.model, c.grad_accum);
+    o.zero.stage = c.stage;
+    o.zero.stage3_param_persistence_threshold = 0;
+    return o;
+  }
+};
 
 TEST_P(OffloadEquivalence, CpuOptimizerMatchesNoOffload) {
-  const Case c = GetParam();
   Communicator& comm = test::mpi_communicator();
-  TrainingOptions plain = base_options(c.model, c.grad_accum);
-  plain.zero.stage = c.stage;
-  plain.zero.stage3_param_persistence_threshold = 0;
+  const TrainingOptions plain = plain_options(GetParam());
+  const Outcome reference = train(plain, &comm);
   TrainingOptions offloaded = plain;
   offloaded.offload = OffloadStrategy::cpu_optimizer;
+  expect_equivalent(train(offloaded, &comm), reference);
+}
+
+// nvme: the same state in a file per rank, streamed through the CPU optimizer in small requests (several per
+// unit, so the read-ahead and write-behind overlap).
+TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
+  Communicator& comm = test::mpi_communicator();
+  const TrainingOptions plain = plain_options(GetParam());
+  test::TempDir dir;
+  TrainingOptions offloaded = plain;
+  offloaded.offload = OffloadStrategy::nvme;
+  offloaded.nvme_path = dir.path().string();
+  offloaded.aio = AioConfig{16384, 4, 2, false, true};
   expect_equivalent(train(offloaded, &comm), train(plain, &comm));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the rank's file is removed when training ends";
 }
 
 std::vector<Case> offload_cases() {
