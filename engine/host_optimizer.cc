@@ -134,6 +134,9 @@ void HostOptimizer::step_nvme(const OptimizerParams& params) {
     pending.get();  // rethrows the transfer's IoError
     wait_ms += ms_since(start);
   };
+  // A step that failed may have left a write running; none may still use a staging buffer.
+  for (std::future<void>& write : pending_write_)
+    if (write.valid()) write.wait();
   std::future<void> next_read = read(0, 0);
   for (size_t u = 0; u < units_.size(); ++u) {
     const int k = int(u % 2);

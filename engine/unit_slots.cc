@@ -9,12 +9,18 @@ UnitSlots::Slot* UnitSlots::find(int64_t unit) {
 }
 
 UnitSlots::Slot* UnitSlots::take(int64_t unit, int64_t numel) {
-  // Least recently used among the free slots of this size: what it held is the least likely to be wanted.
+  // A free slot with nothing in flight first; else, once `rotation` slots of the size exist, the least
+  // recently used free one (what it held is the least likely to be wanted; its collective the oldest).
   Slot* best = nullptr;
+  int of_size = 0;
   for (Slot& s : slots_) {
-    if (s.in_use || s.numel != numel) continue;
-    if (!best || s.last_use < best->last_use) best = &s;
+    if (s.numel != numel) continue;
+    ++of_size;
+    if (s.in_use) continue;
+    const bool settled = s.ticket == 0, best_settled = best && best->ticket == 0;
+    if (!best || (settled && !best_settled) || (settled == best_settled && s.last_use < best->last_use)) best = &s;
   }
+  if (best && best->ticket != 0 && of_size < rotation_) best = nullptr;  // grow the rotation instead of waiting
   if (!best) {
     slots_.push_back(Slot{allocator_.allocate(Shape{numel}, dtype_, pool_), numel});
     best = &slots_.back();

@@ -25,7 +25,10 @@ class UnitSlots {
     uint64_t last_use = 0;
   };
 
-  UnitSlots(TrackingAllocator& allocator, DType dtype, MemoryPool pool) : allocator_(allocator), dtype_(dtype), pool_(pool) {}
+  // rotation: how many slots of a size to cycle through before reusing one whose last collective may still
+  // run (2 for gradients: unit l's backward then waits for the reduce-scatter of unit l + 2, not l + 1).
+  UnitSlots(TrackingAllocator& allocator, DType dtype, MemoryPool pool, int rotation = 1)
+      : allocator_(allocator), dtype_(dtype), pool_(pool), rotation_(rotation) {}
 
   // The slot holding `unit`'s contents, or nullptr.
   Slot* find(int64_t unit);
@@ -35,12 +38,17 @@ class UnitSlots {
   void release(Slot* slot);
   // Forgets every slot's contents (the weights they were gathered from have changed).
   void forget_contents();
+  // The caller has waited for every collective so far: no slot has one in flight.
+  void settle() {
+    for (Slot& s : slots_) s.ticket = 0;
+  }
   Tensor view(const Slot& slot) const { return slot.buffer.view(Shape{slot.numel}, dtype_); }
 
  private:
   TrackingAllocator& allocator_;
   DType dtype_;
   MemoryPool pool_;
+  int rotation_;
   std::deque<Slot> slots_;  // a deque: Slot pointers stay valid as slots are added
   uint64_t clock_ = 0;
 };

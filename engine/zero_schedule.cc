@@ -16,7 +16,7 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
       config_(config),
       synchronous_comm_(backend.device().is_cpu()),
       param_slots_(allocator, store.dtype(), MemoryPool::parameters),
-      grad_slots_(allocator, store.dtype(), MemoryPool::gradients) {
+      grad_slots_(allocator, store.dtype(), MemoryPool::gradients, /*rotation=*/2) {
   const ParameterLayout& layout = store.layout();
   const size_t units = store.unit_count();
   const int64_t layers = layout.config().n_layer;
@@ -207,6 +207,7 @@ void ZeroSchedule::finish_gradients() {
   flush_reduce_bucket();
   wait_exposed(last_reduction_);
   last_reduction_ = 0;
+  grad_slots_.settle();  // every reduce-scatter that read a gradient slot is done
 }
 
 double ZeroSchedule::gradient_sum_of_squares() {
