@@ -27,7 +27,7 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   backward_order_.push_back(layout.final_unit());
   if (layout.config().tied_embeddings) backward_order_.push_back(layout.embedding_unit());
   for (int64_t l = layers - 1; l >= 0; --l) backward_order_.push_back(layout.block_unit(l));
-  if (!layout.config().tied_embeddings) backward_order_.push_back(layout.embedding_unit());
+  // (Untied embeddings are not read in backward: nothing to prefetch for them.)
 
   held_params_.assign(units, nullptr);
   held_grads_.assign(units, nullptr);
@@ -125,14 +125,13 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
 }
 
 void ZeroSchedule::release_params(size_t unit) {
-  if (store_.whole_params(unit)) return;
-  ZB_CHECK(held_params_[unit] != nullptr, "unit ", unit, " released but not held");
+  if (store_.whole_params(unit) || held_params_[unit] == nullptr) return;  // whole, or not read (backward)
   param_slots_.release(held_params_[unit]);
   held_params_[unit] = nullptr;
 }
 
-void ZeroSchedule::backward_needs(size_t unit) {
-  acquire_params(unit, backward_order_);
+void ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
+  if (reads_weights) acquire_params(unit, backward_order_);
   if (store_.whole_grads()) return;
   UnitSlots::Slot* slot = grad_slots_.take(int64_t(unit), store_.padded_numel(unit));
   wait_exposed(slot->ticket);  // the reduce-scatter that last read this slot

@@ -145,7 +145,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
     norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias);
     backward_done(layout_.block_unit(l));
   }
-  if (!tied) backward_needs(embeddings);
+  if (!tied) backward_needs(embeddings, /*reads_weights=*/false);  // the lookup's backward needs only gradients
   b.embedding_backward(tokens, acts_.d_residual, grads_.wte);
   if (config_.has_learned_positions()) b.embedding_backward(positions_, acts_.d_residual, grads_.wpe);
   backward_done(embeddings);

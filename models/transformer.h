@@ -62,7 +62,9 @@ class Transformer {
   // The UnitAccess calls, which do nothing without an owner listening.
   void forward_needs(size_t unit) { if (access_) access_->forward_needs(unit); }
   void forward_done(size_t unit) { if (access_) access_->forward_done(unit); }
-  void backward_needs(size_t unit) { if (access_) access_->backward_needs(unit); }
+  void backward_needs(size_t unit, bool reads_weights = true) {
+    if (access_) access_->backward_needs(unit, reads_weights);
+  }
   void backward_done(size_t unit) { if (access_) access_->backward_done(unit); }
 
   const ParameterLayout& layout_;

@@ -7,7 +7,8 @@
 // forward_needs(block l + 1 or final) before block l's last op (the residual add fused into the next norm),
 // forward_done(block l); forward_done(embeddings) after the embedding lookup (tied: after the lm head),
 // forward_done(final). Backward: backward_needs(final) (and embeddings when tied), backward_done(final),
-// then blocks last to first (needs, done), and the embeddings (needs, done) last.
+// then blocks last to first (needs, done), and the embeddings (needs, done) last, without their weights
+// when untied.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +20,9 @@ class UnitAccess {
   virtual ~UnitAccess() = default;
   virtual void forward_needs(size_t unit) = 0;
   virtual void forward_done(size_t unit) = 0;
-  // The unit's gradient views must be writable (they are added to) until backward_done.
-  virtual void backward_needs(size_t unit) = 0;
+  // The unit's gradient views must be writable (they are added to) until backward_done, and its weights
+  // readable unless reads_weights is false (the untied embedding's backward reads only gradients).
+  virtual void backward_needs(size_t unit, bool reads_weights) = 0;
   // The unit's gradient for this micro-batch is complete.
   virtual void backward_done(size_t unit) = 0;
 };
