@@ -146,9 +146,13 @@ void ZeroSchedule::backward_done(size_t unit) {
   const bool last_micro = micro_ + 1 == micro_count_;
   if (store_.whole_grads()) {
     if (!last_micro) return;  // stages 0-1 reduce once per step
-    reduce_bucket_.push_back(unit);
-    reduce_bucket_numel_ += store_.padded_numel(unit);
-    if (config_.overlaps() && reduce_bucket_numel_ >= config_.reduce_bucket_size) flush_reduce_bucket();
+    unreduced_.push_back(unit);
+    unreduced_numel_ += store_.padded_numel(unit);
+    if (config_.overlaps() && unreduced_numel_ >= config_.reduce_bucket_size) {
+      reduce_units(unreduced_);  // a full bucket, while backward goes on
+      unreduced_.clear();
+      unreduced_numel_ = 0;
+    }
     return;  // without overlap_comm, finish_gradients reduces the collected units, bucket by bucket
   }
   UnitSlots::Slot* slot = held_grads_[unit];
@@ -169,13 +173,29 @@ void ZeroSchedule::backward_done(size_t unit) {
   if (!config_.overlaps()) wait_exposed(ticket);
 }
 
-void ZeroSchedule::flush_reduce_bucket() {
-  if (reduce_bucket_.empty()) return;
+template <typename IssueBucket>
+void ZeroSchedule::for_each_bucket(const std::vector<size_t>& units, int64_t bucket_numel,
+                                   IssueBucket&& issue_bucket) const {
+  std::vector<size_t> bucket;
+  int64_t numel = 0;
+  for (size_t unit : units) {
+    bucket.push_back(unit);
+    numel += store_.padded_numel(unit);
+    if (numel >= bucket_numel) {
+      issue_bucket(bucket);
+      bucket.clear();
+      numel = 0;
+    }
+  }
+  if (!bucket.empty()) issue_bucket(bucket);
+}
+
+void ZeroSchedule::reduce_units(const std::vector<size_t>& units) {
   const bool all_reduce = store_.geometry().stage == 0;
   last_reduction_ = issue([&] {
     CommTicket ticket = 0;
     comm_.begin_group();
-    for (size_t unit : reduce_bucket_) {
+    for (size_t unit : units) {
       Tensor whole = store_.grads(unit);
       if (all_reduce) {
         ticket = comm_.all_reduce_sum(whole);
@@ -189,21 +209,28 @@ void ZeroSchedule::flush_reduce_bucket() {
     comm_.end_group();
     return ticket;
   });
-  reduce_bucket_.clear();
-  reduce_bucket_numel_ = 0;
+}
+
+void ZeroSchedule::gather_units(const std::vector<size_t>& units) {
+  const CommTicket ticket = issue([&] {
+    CommTicket t = 0;
+    comm_.begin_group();
+    for (size_t unit : units) {
+      Tensor whole = store_.params(unit);
+      t = comm_.all_gather(store_.param_shard(unit), whole);  // in place: the shard is a slice of whole
+      stats_.all_gather_bytes += double(whole.bytes());
+    }
+    comm_.end_group();
+    return t;
+  });
+  for (size_t unit : units) params_ready_[unit] = ticket;
 }
 
 void ZeroSchedule::finish_gradients() {
-  // Units collected without overlap_comm go out in buckets of reduce_bucket_size, in backward order.
-  std::vector<size_t> collected;
-  std::swap(collected, reduce_bucket_);
-  reduce_bucket_numel_ = 0;
-  for (size_t unit : collected) {
-    reduce_bucket_.push_back(unit);
-    reduce_bucket_numel_ += store_.padded_numel(unit);
-    if (reduce_bucket_numel_ >= config_.reduce_bucket_size) flush_reduce_bucket();
-  }
-  flush_reduce_bucket();
+  // What backward left unreduced (all of it without overlap_comm) goes out now, in backward order.
+  for_each_bucket(unreduced_, config_.reduce_bucket_size, [&](const std::vector<size_t>& b) { reduce_units(b); });
+  unreduced_.clear();
+  unreduced_numel_ = 0;
   wait_exposed(last_reduction_);
   last_reduction_ = 0;
   grad_slots_.settle();  // every reduce-scatter that read a gradient slot is done
@@ -219,32 +246,10 @@ double ZeroSchedule::gradient_sum_of_squares() {
 
 void ZeroSchedule::publish_parameters() {
   if (store_.sharded_optimizer()) {
-    std::vector<size_t> bucket;
-    int64_t numel = 0;
-    auto flush = [&] {
-      if (bucket.empty()) return;
-      const CommTicket ticket = issue([&] {
-        CommTicket t = 0;
-        comm_.begin_group();
-        for (size_t unit : bucket) {
-          Tensor whole = store_.params(unit);
-          t = comm_.all_gather(store_.param_shard(unit), whole);  // in place: the shard is a slice of whole
-          stats_.all_gather_bytes += double(whole.bytes());
-        }
-        comm_.end_group();
-        return t;
-      });
-      for (size_t unit : bucket) params_ready_[unit] = ticket;
-      bucket.clear();
-      numel = 0;
-    };
-    for (size_t unit = 0; unit < store_.unit_count(); ++unit) {
-      if (!store_.whole_params(unit)) continue;
-      bucket.push_back(unit);
-      numel += store_.padded_numel(unit);
-      if (numel >= config_.allgather_bucket_size) flush();
-    }
-    flush();
+    std::vector<size_t> whole_units;
+    for (size_t unit = 0; unit < store_.unit_count(); ++unit)
+      if (store_.whole_params(unit)) whole_units.push_back(unit);
+    for_each_bucket(whole_units, config_.allgather_bucket_size, [&](const std::vector<size_t>& b) { gather_units(b); });
   }
   param_slots_.forget_contents();
 }

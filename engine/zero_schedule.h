@@ -67,7 +67,14 @@ class ZeroSchedule final : public UnitAccess {
   void release_params(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather into a slot taken for the unit
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
-  void flush_reduce_bucket();
+  // Calls issue_bucket(bucket) for consecutive runs of `units`, each closed once it holds at least
+  // bucket_numel elements (the last one may hold fewer): the bucketing rule of both reduce and gather.
+  template <typename IssueBucket>
+  void for_each_bucket(const std::vector<size_t>& units, int64_t bucket_numel, IssueBucket&& issue_bucket) const;
+  // One NCCL group over the units' whole gradients: all-reduce (stage 0) or in-place reduce-scatter (stage 1).
+  void reduce_units(const std::vector<size_t>& units);
+  // One group of in-place all-gathers of the units' updated shards into their whole weights.
+  void gather_units(const std::vector<size_t>& units);
   void wait_exposed(CommTicket ticket);
   // Runs a collective, keeping the last ticket and timing it on the host when the communicator is synchronous.
   template <typename Collective>
@@ -86,8 +93,8 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<CommTicket> params_ready_;       // the post-optimizer gather each whole unit waits for
   std::vector<Buffer> staging_;                // stages 2-3 with micro-batches: a reduce-scatter's landing place
   std::vector<std::pair<size_t, CommTicket>> pending_adds_;
-  std::vector<size_t> reduce_bucket_;
-  int64_t reduce_bucket_numel_ = 0;
+  std::vector<size_t> unreduced_;  // stages 0-1: units whose gradient is complete and not yet reduced
+  int64_t unreduced_numel_ = 0;
   int64_t micro_ = 0, micro_count_ = 1;
   CommTicket last_ticket_ = 0, last_reduction_ = 0;
   StepCommStats stats_;
