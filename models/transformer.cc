@@ -91,12 +91,7 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
     b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
     residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
 
-    if (config_.mlp == MlpKind::gelu) {
-      b.matmul_gelu_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc, a.activated);
-    } else {
-      b.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
-      mlp_activation_forward(a.fc, a.activated);
-    }
+    mlp_input_forward(w, a);
     b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
     const bool last = l + 1 == config_.n_layer;
     forward_needs(last ? final : layout_.block_unit(l + 1));
@@ -178,11 +173,16 @@ void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tenso
   }
 }
 
-void Transformer::mlp_activation_forward(const Tensor& inp, Tensor& out) {
-  switch (config_.mlp) {
-    case MlpKind::gelu: backend_.gelu_forward(inp, out); break;
-    case MlpKind::relu: backend_.relu_forward(inp, out); break;
-    case MlpKind::swiglu: backend_.swiglu_forward(inp, out); break;
+void Transformer::mlp_input_forward(const BlockTensors& w, LayerActivations& a) {
+  // GELU rides in the GEMM's epilogue where the backend has one; the others follow the GEMM.
+  if (config_.mlp == MlpKind::gelu) {
+    return backend_.matmul_gelu_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc, a.activated);
+  }
+  backend_.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
+  if (config_.mlp == MlpKind::relu) {
+    backend_.relu_forward(a.fc, a.activated);
+  } else {
+    backend_.swiglu_forward(a.fc, a.activated);
   }
 }
 

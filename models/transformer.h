@@ -55,7 +55,8 @@ class Transformer {
                              const Tensor& bias, NormOutputs& out);
   void norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved, Tensor& dx,
                      Tensor& dweight, Tensor& dbias);
-  void mlp_activation_forward(const Tensor& inp, Tensor& out);
+  // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
+  void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
   void mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp);
   double mean_loss();
 
