@@ -38,10 +38,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
   double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, exposed = 0, bytes = 0;
   HostOptimizerTimes host;
   for (size_t i = first; i < steps.size(); ++i) {
-    const HostOptimizerTimes& h = steps[i].offload;
-    host.copies_ms += h.copies_ms, host.cpu_ms += h.cpu_ms, host.read_wait_ms += h.read_wait_ms;
-    host.write_wait_ms += h.write_wait_ms, host.nvme_read_bytes += h.nvme_read_bytes;
-    host.nvme_write_bytes += h.nvme_write_bytes;
+    host += steps[i].offload;
     exposed += steps[i].comm.exposed_ms;
     bytes += steps[i].comm.total_bytes();
     seconds += steps[i].seconds;

@@ -34,6 +34,12 @@ struct HostOptimizerTimes {
   double read_wait_ms = 0;    // waiting for NVMe reads that were not finished when needed
   double write_wait_ms = 0;   // waiting for NVMe writes before their staging buffer is reused
   double nvme_read_bytes = 0, nvme_write_bytes = 0;
+
+  HostOptimizerTimes& operator+=(const HostOptimizerTimes& o) {
+    copies_ms += o.copies_ms, cpu_ms += o.cpu_ms, read_wait_ms += o.read_wait_ms, write_wait_ms += o.write_wait_ms;
+    nvme_read_bytes += o.nvme_read_bytes, nvme_write_bytes += o.nvme_write_bytes;
+    return *this;
+  }
 };
 
 class HostOptimizer {
