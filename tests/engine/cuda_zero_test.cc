@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
+#include "support/zero_cases.h"
 #include "support/tensor_views.h"
 
 namespace zb {
@@ -55,17 +56,13 @@ TrainingOptions bf16_options(const std::string& model, int64_t batch, int64_t se
   return o;
 }
 
-struct Case {
-  std::string model;
-  int stage;
-  int64_t grad_accum;
-};
+using test::ZeroCase;
 
-class CudaZero : public ::testing::TestWithParam<Case> {};
+class CudaZero : public ::testing::TestWithParam<ZeroCase> {};
 
 TEST_P(CudaZero, MatchesOneGpuOnTheGlobalBatch) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
-  const Case c = GetParam();
+  const ZeroCase c = GetParam();
   const int world = test::mpi_world().size();
   TrainingOptions zero = bf16_options(c.model, 4, 64), reference = zero;
   zero.grad_accum = reference.grad_accum = c.grad_accum;
@@ -81,23 +78,7 @@ TEST_P(CudaZero, MatchesOneGpuOnTheGlobalBatch) {
     EXPECT_LE(test::relative_error(a.params[u], b.params[u]), 2e-2) << "weights of unit " << u;
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const char* model : {"gpt2-tiny", "llama-tiny"})
-    for (int stage = 0; stage <= 3; ++stage)
-      for (int64_t accum : {1, 2}) out.push_back({model, stage, accum});
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Stages, CudaZero, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = param_info.param.model + "_stage" +
-                                              std::to_string(param_info.param.stage) + "_accum" +
-                                              std::to_string(param_info.param.grad_accum);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Stages, CudaZero, ::testing::ValuesIn(test::every_zero_case()), test::zero_case_name);
 
 TEST(CudaZeroCurves, StageThreeFollowsStageZeroOverFiftyStepsOfGpt2) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";

@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
+#include "support/zero_cases.h"
 #include "support/temp_dir.h"
 #include "support/tensor_views.h"
 
@@ -73,16 +74,12 @@ void expect_equivalent(const Outcome& zero, const Outcome& reference) {
   }
 }
 
-struct Case {
-  std::string model;
-  int stage;
-  int64_t grad_accum;
-};
+using test::ZeroCase;
 
-class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
+class ZeroEquivalence : public ::testing::TestWithParam<ZeroCase> {};
 
 TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
-  const Case c = GetParam();
+  const ZeroCase c = GetParam();
   Communicator& comm = test::mpi_communicator();
   TrainingOptions reference = base_options(c.model, c.grad_accum);
   reference.batch *= comm.size();  // the same global batch in one process
@@ -95,29 +92,14 @@ TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
   expect_equivalent(train(zero, &comm), train(reference, nullptr));
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
-  for (const char* model : {"gpt2-tiny", "llama-tiny"})
-    for (int stage = 0; stage <= 3; ++stage)
-      for (int64_t accum : {1, 2}) cases.push_back({model, stage, accum});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = param_info.param.model + "_stage" + std::to_string(param_info.param.stage) +
-                                              "_accum" + std::to_string(param_info.param.grad_accum);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(test::every_zero_case()), test::zero_case_name);
 
 // Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer) gives
 // the training of the same stage without offload.
-class OffloadEquivalence : public ::testing::TestWithParam<Case> {
+class OffloadEquivalence : public ::testing::TestWithParam<ZeroCase> {
  protected:
   // The case's stage, every unit partitioned, no offload.
-  static TrainingOptions plain_options(const Case& c) {
+  static TrainingOptions plain_options(const ZeroCase& c) {
     TrainingOptions o = base_options(c.model, c.grad_accum);
     o.zero.stage = c.stage;
     o.zero.stage3_param_persistence_threshold = 0;
@@ -148,21 +130,15 @@ TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the rank's file is removed when training ends";
 }
 
-std::vector<Case> offload_cases() {
-  std::vector<Case> cases;
+// Every stage of both models, with accumulation in stages 1 and 3.
+std::vector<ZeroCase> offload_cases() {
+  std::vector<ZeroCase> cases;
   for (const char* model : {"gpt2-tiny", "llama-tiny"})
     for (int stage = 0; stage <= 3; ++stage) cases.push_back({model, stage, 1 + stage % 2});
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(offload_cases()),
-                         [](const ::testing::TestParamInfo<Case>& param_info) {
-                           std::string name = param_info.param.model + "_stage" +
-                                              std::to_string(param_info.param.stage);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(offload_cases()), test::zero_case_name);
 
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
 // one bucket for everything and overlap off.

@@ -1,0 +1,36 @@
+// The parameter of the ZeRO equivalence tests (CPU and GPU): a model, a stage and a gradient accumulation,
+// the full grid of them, and a GoogleTest name for each ("gpt2_tiny_stage3_accum2").
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zb::test {
+
+struct ZeroCase {
+  std::string model;
+  int stage;
+  int64_t grad_accum;
+};
+
+// gpt2-tiny and llama-tiny, stages 0-3, with and without gradient accumulation.
+inline std::vector<ZeroCase> every_zero_case() {
+  std::vector<ZeroCase> cases;
+  for (const char* model : {"gpt2-tiny", "llama-tiny"})
+    for (int stage = 0; stage <= 3; ++stage)
+      for (int64_t accum : {1, 2}) cases.push_back({model, stage, accum});
+  return cases;
+}
+
+inline std::string zero_case_name(const ::testing::TestParamInfo<ZeroCase>& info) {
+  std::string name = info.param.model + "_stage" + std::to_string(info.param.stage) + "_accum" +
+                     std::to_string(info.param.grad_accum);
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+}
+
+}  // namespace zb::test
