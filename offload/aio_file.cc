@@ -86,8 +86,24 @@ struct Piece {
   int64_t offset;
 };
 
+// Finishes a request the kernel cut short after `done` bytes with plain pwrite/pread, as write(2) loops do:
+// that completes it, or fails with the system's reason (ENOSPC when the disk filled up mid-request), which a
+// short count alone does not give. Reading past the end of the file is an error too.
+void finish_short_request(int fd, bool write, const Piece& p, size_t done, const std::string& path) {
+  const std::string what = cat(write ? "short write to " : "short read from ", path, " at offset ", p.offset, " (",
+                               done, " of ", p.bytes, " bytes); ", write ? "writing" : "reading", " the rest: ");
+  while (done < p.bytes) {
+    const ssize_t n = write ? ::pwrite(fd, p.data + done, p.bytes - done, p.offset + int64_t(done))
+                            : ::pread(fd, p.data + done, p.bytes - done, p.offset + int64_t(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError(cat(what, std::strerror(errno)));
+    if (n == 0) throw IoError(cat(what, write ? "no progress" : "end of file"));
+    done += size_t(n);
+  }
+}
+
 // Runs `pieces` through one context: up to `depth` in flight; refilled as they complete (overlap) or batch
-// by batch. Throws IoError on a failed or short request.
+// by batch. Throws IoError on a failed request, or a short one that cannot be finished.
 // After an error the context may still hold requests in flight; the caller drops it rather than reuse it.
 void run_pieces(AioFile::Context& ctx, int fd, bool write, const std::vector<Piece>& pieces, const AioConfig& config,
                 const std::string& path) {
@@ -123,10 +139,10 @@ void run_pieces(AioFile::Context& ctx, int fd, bool write, const std::vector<Pie
     for (int e = 0; e < got; ++e) {
       const Piece& p = *static_cast<const Piece*>(events[e].data);
       const long res = long(events[e].res);
-      if (res < 0) throw IoError(cat(write ? "writing " : "reading ", path, ": ", std::strerror(int(-res))));
-      if (size_t(res) != p.bytes)
-        throw IoError(cat(write ? "short write to " : "short read from ", path, " at offset ", p.offset, ": ", res,
-                          " of ", p.bytes, " bytes", write ? " (is the disk full?)" : ""));
+      if (res < 0)
+        throw IoError(
+            cat(write ? "writing " : "reading ", path, " at offset ", p.offset, ": ", std::strerror(int(-res))));
+      if (size_t(res) != p.bytes) finish_short_request(fd, write, p, size_t(res), path);
     }
     in_flight -= size_t(got);
   }

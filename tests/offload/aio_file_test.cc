@@ -1,11 +1,15 @@
 // The NVMe offload files: data written through libaio reads back bit for bit under every DeepSpeed aio
 // setting that changes the request pattern; the file is removed with its owner; a path that cannot be
-// created is an IoError that names it; a file system that refuses O_DIRECT (tmpfs) falls back to buffered
-// I/O and says so; misaligned direct transfers and bad settings are refused.
+// created is an IoError that names it; a full disk is an IoError with the system's reason, not a hang or a
+// silent success, and the file still goes with its owner; a file system that refuses O_DIRECT (tmpfs) falls
+// back to buffered I/O and says so; misaligned direct transfers and bad settings are refused.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <filesystem>
 #include <cstring>
@@ -53,11 +57,75 @@ TEST_P(AioFileRoundTrip, ReadsBackWhatItWrote) {
   EXPECT_FALSE(std::filesystem::exists(path)) << "the file goes with its owner";
 }
 
-INSTANTIATE_TEST_SUITE_P(Settings, AioFileRoundTrip,
-                         ::testing::Values(Pattern{1 << 20, 8, 1, false, true},   // DeepSpeed's defaults
-                                           Pattern{4096, 1, 1, false, true},      // one small request at a time
-                                           Pattern{65536, 4, 3, true, true},      // threads, single submit
-                                           Pattern{131072, 16, 2, false, false})); // batch by batch
+const auto kSettings = ::testing::Values(Pattern{1 << 20, 8, 1, false, true},    // DeepSpeed's defaults
+                                         Pattern{4096, 1, 1, false, true},       // one small request at a time
+                                         Pattern{65536, 4, 3, true, true},       // threads, single submit
+                                         Pattern{131072, 16, 2, false, false});  // batch by batch
+
+// Test names that say the setting, e.g. block65536_depth4_threads3_single_overlap.
+std::string setting_name(const ::testing::TestParamInfo<Pattern>& info) {
+  const Pattern& p = info.param;
+  return "block" + std::to_string(p.block_size) + "_depth" + std::to_string(p.queue_depth) + "_threads" +
+         std::to_string(p.threads) + (p.single_submit ? "_single" : "_batched") +
+         (p.overlap_events ? "_overlap" : "_wait");
+}
+
+INSTANTIATE_TEST_SUITE_P(Settings, AioFileRoundTrip, kSettings, setting_name);
+
+// A tmpfs of `size` on a fresh folder for the guard's life: a disk that fills up on demand. Mounting needs
+// CAP_SYS_ADMIN; where it is refused, mounted() is false and error() says why.
+class TinyTmpfs {
+ public:
+  explicit TinyTmpfs(const std::string& size) {
+    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    if (!mounted_) error_ = std::strerror(errno);
+  }
+  ~TinyTmpfs() {  // before dir_ goes; a lazy unmount if something still holds it
+    if (mounted_ && ::umount(dir_.path().c_str()) != 0) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  TinyTmpfs(const TinyTmpfs&) = delete;
+  TinyTmpfs& operator=(const TinyTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  std::string operator/(const std::string& name) const { return dir_ / name; }
+
+ private:
+  test::TempDir dir_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+class AioFileNoSpace : public ::testing::TestWithParam<Pattern> {};
+
+// The disk fills up between requests (1 MiB: the kernel fails the next one with ENOSPC) or in the middle of
+// one (1100 KiB: the kernel completes it short and says nothing of why).
+TEST_P(AioFileNoSpace, IsAnIoErrorWithTheSystemsReasonAndTheFileIsRemoved) {
+  const Pattern p = GetParam();
+  const AioConfig config{p.block_size, p.queue_depth, p.threads, p.single_submit, p.overlap_events};
+  TrackingAllocator host(std::make_unique<HostMemory>(AioFile::kAlignment));
+  const size_t bytes = size_t(4) << 20;  // more than either disk holds
+  Buffer data = host.allocate(bytes, MemoryPool::workspace);
+  std::memset(data.data(), 0x5a, bytes);
+  for (const char* size : {"1m", "1100k"}) {
+    SCOPED_TRACE(std::string("tmpfs size=") + size);
+    TinyTmpfs disk(size);
+    if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << disk.error();
+    const std::string path = disk / "shard.bin";
+    {
+      AioFile file(path, config);
+      try {
+        file.write(data.data(), bytes, 0);
+        ADD_FAILURE() << "4 MiB written to a file system of " << size;
+      } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_FALSE(std::filesystem::exists(path)) << "the file goes with its owner, also after a failure";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Settings, AioFileNoSpace, kSettings, setting_name);
 
 TEST(AioFile, AnUncreatablePathIsAnIoErrorNamingIt) {
   try {
