@@ -45,8 +45,9 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "llmc (llm.c shards: 256 x int32 header, uint16 ids) or raw (headerless uint16 ids)")
     ("offload", po::value(&v.offload)->default_value(v.offload),
      "none; cpu_optimizer (fp32 master weights and optimizer state in pinned host memory, updated by the "
-     "CPU optimizer); nvme (that state in a file per rank under --nvme-path, streamed through the CPU "
-     "optimizer); cpu_full is not implemented yet")
+     "CPU optimizer); cpu_full (that, and the bf16 weights in pinned host memory, each unit copied to the GPU "
+     "for its use); nvme (the optimizer state in a file per rank under --nvme-path, streamed through the CPU "
+     "optimizer)")
     ("nvme-path", po::value(&v.nvme_path)->default_value(v.nvme_path), "folder of the nvme strategy's files")
     ("aio-block-size", po::value(&v.aio.block_size)->default_value(v.aio.block_size), "bytes per NVMe request")
     ("aio-queue-depth", po::value(&v.aio.queue_depth)->default_value(v.aio.queue_depth),

@@ -22,6 +22,34 @@ std::string rate_part(double tokens_per_second, const ThroughputModel& model) {
   return s;
 }
 
+// The offload phases per step, each with its rate, and the slowest of them against the step: with the
+// phases overlapped, the step approaches the slowest one.
+std::string offload_part(const OffloadTimes& host, double count, double step_ms) {
+  auto phase = [count](const char* name, double ms, double bytes) {
+    std::string text = printf_string("%s %.1f ms", name, ms / count);
+    if (bytes > 0 && ms > 0) text += printf_string(" (%.3f GB, %.1f GB/s)", bytes / count / 1e9, bytes / ms / 1e6);
+    return text;
+  };
+  std::string out = "offload per step: " + phase("gradients to host", host.to_host_ms, host.to_host_bytes) + ", " +
+                    phase("CPU optimizer", host.cpu_ms, 0) + ", " +
+                    phase("weights to device", host.to_device_ms, host.to_device_bytes);
+  std::pair<double, const char*> slowest{host.cpu_ms, "CPU optimizer"};
+  for (const auto& candidate : {std::pair{host.to_host_ms, "gradients to host"},
+                                std::pair{host.to_device_ms, "weights to device"},
+                                std::pair{host.nvme_read_ms, "NVMe read"}, std::pair{host.nvme_write_ms, "NVMe write"}})
+    if (candidate.first > slowest.first) slowest = candidate;
+  if (host.nvme_read_bytes > 0) {
+    out += ", " + phase("NVMe read", host.nvme_read_ms, host.nvme_read_bytes) + ", " +
+           phase("NVMe write", host.nvme_write_ms, host.nvme_write_bytes) +
+           printf_string(" (the optimizer waited %.1f ms for reads, %.1f ms for writes)", host.read_wait_ms / count,
+                         host.write_wait_ms / count);
+  }
+  out += printf_string("\noffload overlap: training waited %.1f ms per step for the host's updates; the step is "
+                       "%.2fx its slowest offload phase (%s)\n",
+                       host.update_wait_ms / count, step_ms / (slowest.first / count), slowest.second);
+  return out;
+}
+
 }  // namespace
 
 std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model) {
@@ -36,7 +64,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
   const size_t first = size_t(std::clamp<int64_t>(warmup, 0, int64_t(steps.size()) - 1));
   const double count = double(steps.size() - first);
   double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, exposed = 0, bytes = 0;
-  HostOptimizerTimes host;
+  OffloadTimes host;
   for (size_t i = first; i < steps.size(); ++i) {
     host += steps[i].offload;
     exposed += steps[i].comm.exposed_ms;
@@ -62,16 +90,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                          "for it (exposed)\n",
                          bytes / count / 1e9, exposed / count, 100.0 * exposed / count / step_ms);
   }
-  if (host.copies_ms + host.cpu_ms > 0) {
-    out += printf_string("offload per step: copies to and from the host %.1f ms, CPU optimizer %.1f ms", host.copies_ms / count,
-                         host.cpu_ms / count);
-    if (host.nvme_read_bytes > 0) {
-      out += printf_string(", NVMe read %.3f GB (waited %.1f ms), written %.3f GB (waited %.1f ms)",
-                           host.nvme_read_bytes / count / 1e9, host.read_wait_ms / count,
-                           host.nvme_write_bytes / count / 1e9, host.write_wait_ms / count);
-    }
-    out += "\n";
-  }
+  if (host.cpu_ms > 0) out += offload_part(host, count, step_ms);
   out += "peak memory (GiB):";
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   for (MemoryPool pool : kAllMemoryPools)

@@ -17,6 +17,12 @@ namespace zb {
 
 using CommTicket = int64_t;
 
+// Device time and bytes of the host<->device copies since they were last taken.
+struct CopyTimes {
+  double to_host_ms = 0, to_device_ms = 0;
+  double to_host_bytes = 0, to_device_bytes = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -36,6 +42,16 @@ class Communicator {
   virtual CommTicket broadcast(Tensor& data, int root) = 0;
   // Compute work queued after this call waits for the collective `ticket` (and every earlier one).
   virtual void wait(CommTicket ticket) = 0;
+  // A copy between host (pinned) memory and this rank's device, or within either, queued like a collective:
+  // after the compute work queued so far and the collectives issued before it, so that the offload
+  // strategies' gradients go down and weights come up on the communication stream while compute runs.
+  // Returns a ticket as the collectives do. (Synchronous implementations copy at once.)
+  virtual CommTicket copy(const Tensor& src, Tensor& dst) = 0;
+  // Blocks the host until collective or copy `ticket` (and every earlier one) has finished.
+  virtual void host_wait(CommTicket ticket) = 0;
+  // The copies' device time since the last call (only copies that have finished are counted; synchronous
+  // implementations count nothing: their copies are part of the host's time).
+  virtual CopyTimes take_copy_times() { return {}; }
   // Several collectives issued between begin_group and end_group go out as one launch (NCCL groups).
   virtual void begin_group() {}
   virtual void end_group() {}

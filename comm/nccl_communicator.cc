@@ -92,6 +92,10 @@ void NcclCommunicator::release() noexcept {
     }
     comm_ = nullptr;
   }
+  for (std::vector<TimedCopy>* copies : {&copies_in_flight_, &idle_copy_events_}) {
+    for (TimedCopy& copy : *copies) cudaEventDestroy(copy.start), cudaEventDestroy(copy.end);
+    copies->clear();
+  }
   for (cudaEvent_t& event : events_) {
     if (event != nullptr) cudaEventDestroy(event);
     event = nullptr;
@@ -170,6 +174,55 @@ void NcclCommunicator::wait(CommTicket ticket) {
            recorded_, in_group_ ? ", inside a group: call end_group first)" : ")");
   if (ticket == 0) return;  // "nothing issued yet": there is nothing to wait for
   ZB_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, event_of(ticket), 0));
+}
+
+CommTicket NcclCommunicator::copy(const Tensor& src, Tensor& dst) {
+  ZB_CHECK(!in_group_, "NcclCommunicator::copy inside a group");
+  for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
+    ZB_CHECK(t->device.is_cpu() || t->device == Device::cuda(cuda_device_), "NcclCommunicator on cuda:",
+             cuda_device_, " cannot copy ", t->describe());
+  }
+  ZB_CHECK(src.bytes() == dst.bytes(), "copy of ", src.describe(), " into ", dst.describe());
+  TimedCopy timed;
+  if (idle_copy_events_.empty()) {
+    ZB_CUDA_CHECK(cudaEventCreate(&timed.start));
+    ZB_CUDA_CHECK(cudaEventCreate(&timed.end));
+  } else {
+    timed = idle_copy_events_.back();
+    idle_copy_events_.pop_back();
+  }
+  timed.to_host = dst.device.is_cpu();
+  timed.bytes = double(src.bytes());
+  const CommTicket ticket = start_collective();
+  ZB_CUDA_CHECK(cudaEventRecord(timed.start, comm_stream_));
+  ZB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, comm_stream_));
+  ZB_CUDA_CHECK(cudaEventRecord(timed.end, comm_stream_));
+  copies_in_flight_.push_back(timed);
+  return finish_collective(ticket);
+}
+
+void NcclCommunicator::host_wait(CommTicket ticket) {
+  wait(ticket);  // the same checks; the compute stream's wait costs nothing once the host has waited
+  if (ticket != 0) ZB_CUDA_CHECK(cudaEventSynchronize(event_of(ticket)));
+}
+
+CopyTimes NcclCommunicator::take_copy_times() {
+  CopyTimes times;
+  std::vector<TimedCopy> unfinished;
+  for (TimedCopy& copy : copies_in_flight_) {
+    if (cudaEventQuery(copy.end) != cudaSuccess) {
+      cudaGetLastError();  // cudaErrorNotReady is not an error to report later
+      unfinished.push_back(copy);
+      continue;
+    }
+    float ms = 0;
+    ZB_CUDA_CHECK(cudaEventElapsedTime(&ms, copy.start, copy.end));
+    (copy.to_host ? times.to_host_ms : times.to_device_ms) += ms;
+    (copy.to_host ? times.to_host_bytes : times.to_device_bytes) += copy.bytes;
+    idle_copy_events_.push_back(copy);
+  }
+  copies_in_flight_ = std::move(unfinished);
+  return times;
 }
 
 void NcclCommunicator::begin_group() {

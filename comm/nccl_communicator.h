@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -45,6 +46,10 @@ class NcclCommunicator final : public Communicator {
   CommTicket all_gather(const Tensor& in, Tensor& out) override;
   CommTicket broadcast(Tensor& data, int root) override;
   void wait(CommTicket ticket) override;
+  // Copies (device <-> pinned host, or device to device) on the communication stream; each is timed.
+  CommTicket copy(const Tensor& src, Tensor& dst) override;
+  void host_wait(CommTicket ticket) override;
+  CopyTimes take_copy_times() override;
 
   // A group's collectives start after the compute work queued before begin_group (not before each call)
   // and share one ticket, which each of them returns; that ticket can be waited on after end_group.
@@ -69,6 +74,15 @@ class NcclCommunicator final : public Communicator {
   CUevent_st* event_of(CommTicket ticket) const;
   void check_tensor(const Tensor& tensor) const;
   void release() noexcept;
+
+  // A copy's timing events, recycled once it has been counted.
+  struct TimedCopy {
+    CUevent_st* start = nullptr;
+    CUevent_st* end = nullptr;
+    bool to_host = false;
+    double bytes = 0;
+  };
+  std::vector<TimedCopy> copies_in_flight_, idle_copy_events_;
 
   std::unique_ptr<MpiComm> mpi_;
   int rank_ = 0;

@@ -21,48 +21,59 @@ int64_t padded_bytes(int64_t floats) {
   return (floats * int64_t(sizeof(float)) + a - 1) / a * a;
 }
 
+// Waits for a transfer started on another thread, adding the wait to wait_ms and the transfer's own
+// duration (what the future returns) to busy_ms; rethrows its IoError.
+void finish_transfer(std::future<double>& pending, double& wait_ms, double& busy_ms) {
+  if (!pending.valid()) return;
+  const auto start = Clock::now();
+  busy_ms += pending.get();
+  wait_ms += ms_since(start);
+}
+
 }  // namespace
 
 size_t HostOptimizer::state_bytes(const Unit& unit) const {
   return size_t(padded_bytes(unit.n) * (second_moment_ ? 3 : 2));
 }
 
-size_t HostOptimizer::host_bytes(const ParameterStore& store, bool needs_second_moment, bool nvme) {
+size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, const ShardGeometry& geometry,
+                                 bool needs_second_moment, bool nvme) {
   const size_t state_arrays = needs_second_moment ? 3 : 2;
-  size_t state = 0, largest = 0;
-  for (size_t u = 0; u < store.unit_count(); ++u) {
-    const size_t n = size_t(store.optimizer_grad(u).numel());
-    largest = std::max(largest, n);
-    state += n * sizeof(float) * state_arrays;
+  size_t state = 0, buffers = 0, weights = 0, largest = 0;
+  for (const ParameterUnit& unit : layout.units()) {
+    const size_t padded = size_t(ParameterStore::padded_numel(unit.numel, geometry.world));
+    const size_t range = geometry.stage >= 1 ? padded / size_t(geometry.world) : padded;
+    largest = std::max(largest, range);
+    state += range * sizeof(float) * state_arrays;
+    buffers += range * dtype_size(dtype);
+    if (geometry.params_on_host) weights += range * dtype_size(dtype);  // the store keeps the range's weights
   }
-  const size_t stages = 2 * largest * dtype_size(store.dtype());
-  return stages + (nvme ? 2 * size_t(padded_bytes(int64_t(largest))) * state_arrays : state);
+  const size_t nvme_stages = 2 * size_t(padded_bytes(int64_t(largest))) * state_arrays;
+  return buffers + weights + (nvme ? nvme_stages : state);
 }
 
-HostOptimizer::HostOptimizer(ParameterStore& store, Backend& backend, TrackingAllocator& host_allocator, uint64_t seed,
+HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed,
                              bool needs_second_moment, HostStateStorage storage)
-    : store_(store), backend_(backend), second_moment_(needs_second_moment) {
+    : store_(store), second_moment_(needs_second_moment) {
   const DType dtype = store.dtype();
   ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16, "the CPU optimizer takes fp32 or bf16 models, not ",
            dtype_name(dtype));
-  int64_t largest = 0, offset = 0;
+  int64_t offset = 0;
   for (size_t u = 0; u < store.unit_count(); ++u) {
     Unit unit;
     unit.n = store.optimizer_grad(u).numel();
-    largest = std::max(largest, unit.n);
+    const Shape shape{unit.n};
+    unit.io = host_allocator.allocate(shape, dtype, MemoryPool::gradients);
     if (storage.nvme) {
       unit.file_offset = offset;
       offset += int64_t(state_bytes(unit));
     } else {
-      const Shape shape{unit.n};
       unit.master = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
       unit.m = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
       if (needs_second_moment) unit.v = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
     }
     units_.push_back(std::move(unit));
   }
-  grad_stage_ = host_allocator.allocate(Shape{largest}, dtype, MemoryPool::gradients);
-  weights_stage_ = host_allocator.allocate(Shape{largest}, dtype, MemoryPool::parameters);
   if (storage.nvme) {
     file_ = std::make_unique<AioFile>(storage.path, storage.aio);
     size_t stage_bytes = 0;
@@ -84,76 +95,173 @@ HostOptimizer::HostOptimizer(ParameterStore& store, Backend& backend, TrackingAl
       if (needs_second_moment) std::memset(unit.v.data(), 0, unit.v.bytes());
     }
   }
+  done_.assign(units_.size(), true);
+  worker_ = std::thread([this] { run_worker(); });
 }
 
 HostOptimizer::~HostOptimizer() {
-  // Writes still running use the staging buffers: let them finish (their errors no longer matter).
-  for (std::future<void>& write : pending_write_)
-    if (write.valid()) write.wait();
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !running_ && !job_pending_; });
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+  wait_writes();
 }
 
-void HostOptimizer::update_unit(size_t u, float* master, float* m, float* v, const OptimizerParams& params) {
-  const DType dtype = store_.dtype();
-  const Shape shape{units_[u].n};
-  auto start = Clock::now();
-  Tensor host_grad = grad_stage_.view(shape, dtype);
-  backend_.copy(store_.optimizer_grad(u), host_grad);  // returns when the gradient is on the host
-  times_.copies_ms += ms_since(start);
-  start = Clock::now();
-  cpu_optimizer_step({master, grad_stage_.data(), m, v, weights_stage_.data(), units_[u].n, dtype == DType::f32},
-                     params);
-  times_.cpu_ms += ms_since(start);
-  start = Clock::now();
-  Tensor target = store_.optimizer_params(u);
-  backend_.copy(weights_stage_.view(shape, dtype), target);
-  times_.copies_ms += ms_since(start);
+Tensor HostOptimizer::gradient_buffer(size_t u) const {
+  return units_[u].io.view(Shape{units_[u].n}, store_.dtype());
 }
 
-void HostOptimizer::step(const OptimizerParams& params) {
-  times_ = {};
-  if (file_) return step_nvme(params);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    Unit& unit = units_[u];
-    update_unit(u, static_cast<float*>(unit.master.data()), static_cast<float*>(unit.m.data()),
-                static_cast<float*>(unit.v.data()), params);
+Tensor HostOptimizer::updated_weights(size_t u) const {
+  return store_.params_on_host() ? store_.optimizer_params(u) : gradient_buffer(u);
+}
+
+void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<size_t>& order) {
+  ZB_CHECK(order.size() == units_.size(), "the update order names ", order.size(), " of ", units_.size(), " units");
+  {
+    // Every unit of the last step is done, but its last NVMe writes may still run: they finish first.
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !running_ && !job_pending_; });
+    if (error_) std::rethrow_exception(error_);
+    ZB_CHECK(std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }),
+             "a host optimizer step started before every unit of the last one was taken");
+    job_params_ = params;
+    job_order_ = order;
+    done_.assign(units_.size(), false);
+    job_pending_ = true;
+  }
+  changed_.notify_all();
+}
+
+void HostOptimizer::wait_unit(size_t u) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return done_[u] || error_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool HostOptimizer::unit_done(size_t u) {
+  std::lock_guard lock(mutex_);
+  return done_[u] && !error_;
+}
+
+void HostOptimizer::finish() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return !running_ && !job_pending_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+OffloadTimes HostOptimizer::take_times() {
+  std::lock_guard lock(mutex_);
+  OffloadTimes out = finished_times_;
+  finished_times_ = {};
+  return out;
+}
+
+void HostOptimizer::mark_done(size_t u) {
+  {
+    std::lock_guard lock(mutex_);
+    done_[u] = true;
+  }
+  changed_.notify_all();
+}
+
+void HostOptimizer::run_worker() {
+  for (;;) {
+    OptimizerParams params;
+    std::vector<size_t> order;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [this] { return stop_ || job_pending_; });
+      if (stop_) return;
+      job_pending_ = false;
+      running_ = true;
+      params = job_params_;
+      order = job_order_;
+    }
+    OffloadTimes times;
+    std::exception_ptr error;
+    try {
+      if (file_) {
+        update_from_file(order, params, times);
+      } else {
+        update_in_memory(order, params, times);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (error) error_ = error;
+      finished_times_ += times;
+      running_ = false;
+    }
+    changed_.notify_all();
   }
 }
 
-// Two staging buffers: while unit u is updated in one, unit u + 1 is read into the other (after that
-// buffer's write of unit u - 1 has finished); unit u's write-back then runs behind the next update.
-void HostOptimizer::step_nvme(const OptimizerParams& params) {
-  auto read = [this](size_t u, int k) {
-    times_.nvme_read_bytes += double(state_bytes(units_[u]));
-    return std::async(std::launch::async, [this, u, k] {
-      file_->read(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);
+void HostOptimizer::update_unit(size_t u, float* master, float* m, float* v, const OptimizerParams& params,
+                                OffloadTimes& times) {
+  const auto start = Clock::now();
+  // The new weights may overwrite the gradient in place: each position is read before it is written.
+  cpu_optimizer_step({master, units_[u].io.data(), m, v, updated_weights(u).data, units_[u].n,
+                      store_.dtype() == DType::f32},
+                     params);
+  times.cpu_ms += ms_since(start);
+  mark_done(u);
+}
+
+void HostOptimizer::update_in_memory(const std::vector<size_t>& order, const OptimizerParams& params,
+                                     OffloadTimes& times) {
+  for (size_t u : order) {
+    Unit& unit = units_[u];
+    update_unit(u, static_cast<float*>(unit.master.data()), static_cast<float*>(unit.m.data()),
+                static_cast<float*>(unit.v.data()), params, times);
+  }
+}
+
+void HostOptimizer::wait_writes() noexcept {
+  for (std::future<double>& write : pending_write_)
+    if (write.valid()) write.wait();
+}
+
+// Two staging buffers: while unit order[i] is updated in one, order[i + 1] is read into the other (after that
+// buffer's write of order[i - 1] has finished); order[i]'s write-back then runs behind the next update.
+void HostOptimizer::update_from_file(const std::vector<size_t>& order, const OptimizerParams& params,
+                                     OffloadTimes& times) {
+  auto transfer = [this](bool write, size_t u, int k) {
+    return std::async(std::launch::async, [this, write, u, k] {
+      const auto start = Clock::now();
+      if (write) {
+        file_->write(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);
+      } else {
+        file_->read(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);
+      }
+      return ms_since(start);
     });
   };
-  auto finish = [this](std::future<void>& pending, double& wait_ms) {
-    if (!pending.valid()) return;
-    const auto start = Clock::now();
-    pending.get();  // rethrows the transfer's IoError
-    wait_ms += ms_since(start);
-  };
   // A step that failed may have left a write running; none may still use a staging buffer.
-  for (std::future<void>& write : pending_write_)
-    if (write.valid()) write.wait();
-  std::future<void> next_read = read(0, 0);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    const int k = int(u % 2);
-    finish(next_read, times_.read_wait_ms);
-    if (u + 1 < units_.size()) {
-      finish(pending_write_[1 - k], times_.write_wait_ms);
-      next_read = read(u + 1, 1 - k);
+  wait_writes();
+  for (std::future<double>& write : pending_write_) write = {};
+  std::future<double> next_read = transfer(false, order[0], 0);
+  times.nvme_read_bytes += double(state_bytes(units_[order[0]]));
+  for (size_t i = 0; i < order.size(); ++i) {
+    const size_t u = order[i];
+    const int k = int(i % 2);
+    finish_transfer(next_read, times.read_wait_ms, times.nvme_read_ms);
+    if (i + 1 < order.size()) {
+      finish_transfer(pending_write_[1 - k], times.write_wait_ms, times.nvme_write_ms);
+      next_read = transfer(false, order[i + 1], 1 - k);
+      times.nvme_read_bytes += double(state_bytes(units_[order[i + 1]]));
     }
     float* base = static_cast<float*>(nvme_stage_[k].data());
     const int64_t stride = padded_bytes(units_[u].n) / int64_t(sizeof(float));
-    update_unit(u, base, base + stride, second_moment_ ? base + 2 * stride : nullptr, params);
-    times_.nvme_write_bytes += double(state_bytes(units_[u]));
-    pending_write_[k] = std::async(std::launch::async, [this, u, k] {
-      file_->write(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);
-    });
+    update_unit(u, base, base + stride, second_moment_ ? base + 2 * stride : nullptr, params, times);
+    times.nvme_write_bytes += double(state_bytes(units_[u]));
+    pending_write_[k] = transfer(true, u, k);
   }
-  for (std::future<void>& write : pending_write_) finish(write, times_.write_wait_ms);
+  for (std::future<double>& write : pending_write_) finish_transfer(write, times.write_wait_ms, times.nvme_write_ms);
 }
 
 }  // namespace zb

@@ -9,8 +9,7 @@ OffloadStrategy parse_offload_strategy(std::string_view name) {
   if (name == "none") return OffloadStrategy::none;
   if (name == "cpu_optimizer") return OffloadStrategy::cpu_optimizer;
   if (name == "nvme") return OffloadStrategy::nvme;
-  if (name == "cpu_full")
-    throw UsageError(cat("offload strategy ", name, " is not implemented yet (available: none, cpu_optimizer, nvme)"));
+  if (name == "cpu_full") return OffloadStrategy::cpu_full;
   throw UsageError(cat("unknown offload strategy '", name, "' (accepted: none, cpu_optimizer, cpu_full, nvme)"));
 }
 

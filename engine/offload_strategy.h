@@ -1,7 +1,7 @@
-// Where the optimizer state (and, in later strategies, the weights) live: on the GPU (none), in host memory
-// with the CPU optimizer updating the rank's shard (cpu_optimizer, ZeRO-Offload), or in files on NVMe that
-// the CPU optimizer streams through (nvme, ZeRO-Infinity). cpu_full is named so that the command line can
-// say it is not available yet rather than not knowing it.
+// Where the optimizer state and the weights live: everything on the GPU (none); the optimizer state in host
+// memory with the CPU optimizer updating the rank's shard (cpu_optimizer, ZeRO-Offload); that and the
+// model-dtype weights in host memory, each unit copied to the GPU for its use (cpu_full); or the optimizer
+// state in files on NVMe that the CPU optimizer streams through (nvme, ZeRO-Infinity).
 #pragma once
 
 #include <string_view>
@@ -10,7 +10,7 @@ namespace zb {
 
 enum class OffloadStrategy { none, cpu_optimizer, cpu_full, nvme };
 
-// Throws UsageError naming the accepted values (and which of them are not implemented yet).
+// Throws UsageError naming the accepted values.
 OffloadStrategy parse_offload_strategy(std::string_view name);
 std::string_view offload_strategy_name(OffloadStrategy strategy);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/bf16.h"
 #include "core/check.h"
 
 namespace zb {
@@ -13,8 +14,11 @@ int64_t ParameterStore::padded_numel(int64_t numel, int world) {
 }
 
 ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype,
-                               bool needs_second_moment, ShardGeometry geometry)
+                               bool needs_second_moment, ShardGeometry geometry, TrackingAllocator* host_allocator)
     : layout_(layout), allocator_(allocator), dtype_(dtype), geometry_(geometry) {
+  ZB_CHECK(!geometry.params_on_host || host_allocator != nullptr, "weights on the host need a host allocator");
+  ZB_CHECK(!geometry.params_on_host || geometry.optimizer_on_host, "weights on the host need the optimizer there");
+  TrackingAllocator& params_allocator = geometry.params_on_host ? *host_allocator : allocator;
   ZB_CHECK(geometry.stage >= 0 && geometry.stage <= 3, "ZeRO stage ", geometry.stage);
   ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank,
            " of ", geometry.world);
@@ -24,8 +28,11 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     unit.padded = padded_numel(pu.numel, geometry.world);
     const int64_t shard = unit.padded / geometry.world;
     unit.whole_params = geometry.stage < 3 || pu.numel < geometry.persistence_threshold;
+    // Weights on the host are only what this rank's optimizer updates: whole in stage 0, else its shard,
+    // which the other ranks' shards join on the device (gathered there, as stage 3 does).
+    if (geometry.params_on_host) unit.whole_params = geometry.stage == 0;
     const int64_t state = geometry.stage >= 1 ? shard : unit.padded;
-    unit.params = allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
+    unit.params = params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
     if (!geometry.optimizer_on_host) {
       if (has_separate_master(dtype)) unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
@@ -92,6 +99,21 @@ std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, 
   return values;
 }
 
+namespace {
+
+// Host weights take the values directly: fp32 as they are, bf16 rounded to nearest even as on the device.
+void write_on_host(const std::vector<float>& values, Tensor& weights) {
+  if (weights.dtype == DType::f32) {
+    std::copy(values.begin(), values.end(), static_cast<float*>(weights.data));
+    return;
+  }
+  ZB_CHECK(weights.dtype == DType::bf16, "host weights of dtype ", dtype_name(weights.dtype));
+  uint16_t* out = static_cast<uint16_t*>(weights.data);
+  for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_bf16_bits(values[i]);
+}
+
+}  // namespace
+
 void ParameterStore::initialize(Backend& backend, uint64_t seed) {
   for (size_t u = 0; u < units_.size(); ++u) {
     // The weights this rank holds (the whole unit, or its shard) are computed once in fp32 on the host and
@@ -101,6 +123,10 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
     const int64_t begin = whole ? 0 : shard_begin(u);
     Tensor weights = whole ? params(u) : param_shard(u);
     std::vector<float> values = initial_unit_values(layout_, u, seed, begin, weights.numel());
+    if (geometry_.params_on_host) {  // (and so is the optimizer state: nothing else to set here)
+      write_on_host(values, weights);
+      continue;
+    }
     Buffer staging = allocator_.allocate(weights.shape, DType::f32, MemoryPool::workspace);
     Tensor staged = staging.view(weights.shape, DType::f32);
     backend.copy(Tensor(values.data(), weights.shape, DType::f32, Device::cpu()), staged);

@@ -12,7 +12,9 @@
 // rank r owns elements [r * shard, (r + 1) * shard). Padding is zero in weights and gradients and stays zero.
 // In fp32 training the weights are their own master copy (the master shard is a view of the weights).
 // Whole gradients that stages 2-3 need during a unit's backward, and the gathered weights of stage 3, are
-// the ZeroSchedule's transient buffers, not the store's.
+// the ZeroSchedule's transient buffers, not the store's. With params_on_host (the cpu_full strategy) the
+// weights are in host memory, only the range this rank's optimizer updates (whole in stage 0, else the
+// shard), and every unit reaches the device as stage 3's gathered units do.
 #pragma once
 
 #include <vector>
@@ -29,6 +31,7 @@ struct ShardGeometry {
   int world = 1;
   int64_t persistence_threshold = 0;  // stage 3: units smaller than this keep whole weights
   bool optimizer_on_host = false;     // offload: no fp32 master or moments on the device (HostOptimizer's)
+  bool params_on_host = false;        // cpu_full: the model-dtype weights live in host memory too
 };
 
 // Elements [begin, begin + count) of unit u's initial weights under seed, in fp32 (zero past the unit's end:
@@ -41,9 +44,10 @@ class ParameterStore {
   // Shards start on multiples of this many elements (256 bytes of bf16): vector loads and NCCL stay aligned.
   static constexpr int64_t kShardAlignment = 128;
 
-  // needs_second_moment: Adam and AdamW keep v; SGD does not.
+  // needs_second_moment: Adam and AdamW keep v; SGD does not. host_allocator holds the weights when
+  // geometry.params_on_host (and is not used otherwise).
   ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment,
-                 ShardGeometry geometry = {});
+                 ShardGeometry geometry = {}, TrackingAllocator* host_allocator = nullptr);
   ParameterStore(const ParameterStore&) = delete;  // refers to its layout, which must outlive it
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -69,6 +73,9 @@ class ParameterStore {
 
   // Whether the whole weights (gradients) of unit u are held here, and the optimizer state only a shard.
   bool whole_params(size_t u) const { return units_[u].whole_params; }
+  // Whether unit u's weights stay on the device, whole, for the model to read in place (no gathering).
+  bool resident_params(size_t u) const { return units_[u].whole_params && !geometry_.params_on_host; }
+  bool params_on_host() const { return geometry_.params_on_host; }
   bool whole_grads() const { return geometry_.stage < 2; }
   bool sharded_optimizer() const { return geometry_.stage >= 1; }
 

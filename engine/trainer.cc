@@ -17,12 +17,6 @@ namespace zb {
 
 namespace {
 
-// Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
-std::unique_ptr<RawMemory> host_memory_for(const Backend& backend) {
-  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
-  return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
-}
-
 // What the host can still give, from /proc/meminfo's MemAvailable (0 where it cannot be read).
 size_t available_host_bytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -32,6 +26,29 @@ size_t available_host_bytes() {
   while (meminfo >> key >> kib >> unit)
     if (key == "MemAvailable:") return kib * 1024;
   return 0;
+}
+
+ShardGeometry geometry_for(const TrainingOptions& options, const Communicator& comm) {
+  return ShardGeometry{options.zero.stage, comm.rank(), comm.size(), options.zero.stage3_param_persistence_threshold,
+                       options.offload != OffloadStrategy::none, options.offload == OffloadStrategy::cpu_full};
+}
+
+// Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
+// An offload strategy's needs are checked first, before anything is allocated.
+std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const TrainingOptions& options,
+                                           const ParameterLayout& layout, const Communicator& comm) {
+  if (options.offload != OffloadStrategy::none) {
+    const size_t needed = HostOptimizer::host_bytes(layout, options.dtype, geometry_for(options, comm),
+                                                    options.optimizer.kind != OptimizerKind::sgd,
+                                                    options.offload == OffloadStrategy::nvme);
+    const size_t available = available_host_bytes();
+    if (available && needed > available) {
+      throw OutOfMemory(cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
+                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available"));
+    }
+  }
+  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
+  return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
 }
 
 std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend) {
@@ -50,32 +67,23 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       own_comm_(local_if_none(comm, backend)),
       comm_(comm ? comm : own_comm_.get()),
       layout_(options.model),
-      host_allocator_(host_memory_for(backend)),
+      host_allocator_(host_memory_for(backend, options, layout_, *comm_)),
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
-             ShardGeometry{options.zero.stage, comm_->rank(), comm_->size(),
-                           options.zero.stage3_param_persistence_threshold,
-                           options.offload != OffloadStrategy::none}),
+             geometry_for(options, *comm_), &host_allocator_),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
       schedule_(store_, model_, backend, *comm_, allocator, options.zero) {
   validate(options.zero);
-  ZB_CHECK(options.offload != OffloadStrategy::cpu_full, "offload strategy cpu_full is not implemented yet");
   store_.initialize(backend, options.seed);
   if (options.offload != OffloadStrategy::none) {
-    const bool second_moment = options.optimizer.kind != OptimizerKind::sgd;
-    const bool nvme = options.offload == OffloadStrategy::nvme;
-    const size_t needed = HostOptimizer::host_bytes(store_, second_moment, nvme), available = available_host_bytes();
-    if (available && needed > available) {
-      throw OutOfMemory(cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
-                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available"));
-    }
     HostStateStorage storage;
-    if (nvme) {
+    if (options.offload == OffloadStrategy::nvme) {
       ZB_CHECK(!options.nvme_path.empty(), "the nvme strategy needs a folder (--nvme-path)");
       storage = {true, cat(options.nvme_path, "/zerobench_rank", comm_->rank(), "_pid", ::getpid(), ".optim"),
                  options.aio};
     }
-    host_optimizer_ =
-        std::make_unique<HostOptimizer>(store_, backend, host_allocator_, options.seed, second_moment, storage);
+    host_optimizer_ = std::make_unique<HostOptimizer>(store_, host_allocator_, options.seed,
+                                                      options.optimizer.kind != OptimizerKind::sgd, storage);
+    schedule_.attach(host_optimizer_.get());
   }
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -114,9 +122,8 @@ StepStats Trainer::step() {
   // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
   if (options_.grad_clip > 0) params.grad_scale = float(std::min(1.0, options_.grad_clip / (norm + 1e-6)));
   const auto optimizer_start = backend_.record_event();
-  const auto host_optimizer_start = std::chrono::steady_clock::now();
   if (host_optimizer_) {
-    host_optimizer_->step(params);
+    schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
   } else {
     for (size_t u = 0; u < store_.unit_count(); ++u) {
       Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
@@ -125,34 +132,49 @@ StepStats Trainer::step() {
     }
   }
   const auto optimizer_end = backend_.record_event();
-  const double host_optimizer_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_optimizer_start).count();
   schedule_.publish_parameters();
   backend_.synchronize();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}, {}};
   stats.forward_ms = pass.forward_ms;
   stats.backward_ms = pass.backward_ms;
-  // The host optimizer's time is the host's (copies included); the device's is the kernels'.
-  stats.optimizer_ms = host_optimizer_ ? host_optimizer_ms : backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   stats.comm = schedule_.take_stats();
-  if (host_optimizer_) stats.offload = host_optimizer_->last_times();
+  if (host_optimizer_) {
+    // The host's update of this step runs on into the next one; these are the phases finished so far (the
+    // previous step's update, and this step's copies and waits).
+    stats.offload = schedule_.take_offload_times();
+    stats.offload += host_optimizer_->take_times();
+    stats.optimizer_ms = stats.offload.cpu_ms;
+  } else {
+    stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
+  }
   return stats;
 }
 
 std::vector<std::vector<float>> Trainer::gather_parameters() {
+  schedule_.complete_updates();
   schedule_.wait_all();
   std::vector<std::vector<float>> out;
   for (size_t u = 0; u < store_.unit_count(); ++u) {
     const int64_t padded = store_.padded_numel(u);
     Buffer gathered, as_f32;
     Tensor whole;
-    if (store_.whole_params(u)) {
+    if (store_.resident_params(u)) {
       whole = store_.params(u);
     } else {
       gathered = allocator_.allocate(Shape{padded}, store_.dtype(), MemoryPool::workspace);
       whole = gathered.view(Shape{padded}, store_.dtype());
-      comm_->wait(comm_->all_gather(store_.param_shard(u), whole));
+      if (store_.params_on_host() && store_.whole_params(u)) {
+        backend_.copy(store_.params(u), whole);
+      } else {
+        Tensor shard = store_.param_shard(u);
+        if (store_.params_on_host()) {  // up into the rank's slice first, then gathered in place
+          Tensor slice = whole.flat_slice(store_.shard_begin(u), store_.shard_begin(u) + shard.numel());
+          backend_.copy(shard, slice);
+          shard = slice;
+        }
+        comm_->wait(comm_->all_gather(shard, whole));
+      }
     }
     as_f32 = allocator_.allocate(Shape{padded}, DType::f32, MemoryPool::workspace);
     Tensor f32 = as_f32.view(Shape{padded}, DType::f32);

@@ -45,7 +45,7 @@ struct StepStats {
   // Device time of the phases (the rest of `seconds` is host work, copies and waiting).
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   StepCommStats comm;
-  HostOptimizerTimes offload;  // the offload strategies' host phases (zero without offload)
+  OffloadTimes offload;  // the offload strategies' phases (zero without offload)
 };
 
 class Trainer {
@@ -80,7 +80,7 @@ class Trainer {
   ParameterStore store_;
   Transformer model_;
   ZeroSchedule schedule_;
-  std::unique_ptr<HostOptimizer> host_optimizer_;  // the cpu_optimizer strategy's
+  std::unique_ptr<HostOptimizer> host_optimizer_;  // the offload strategies'
   Buffer inputs_, targets_;
   int64_t step_ = 0;
 };

@@ -32,10 +32,11 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   held_params_.assign(units, nullptr);
   held_grads_.assign(units, nullptr);
   params_ready_.assign(units, 0);
+  awaiting_update_.assign(units, false);
   staging_.resize(units);
   // Whatever is held whole is bound once; the rest is bound as it is gathered.
   for (size_t u = 0; u < units; ++u) {
-    if (store.whole_params(u)) model.bind_unit_parameters(u, store.params(u));
+    if (store.resident_params(u)) model.bind_unit_parameters(u, store.params(u));
     if (store.whole_grads()) model.bind_unit_gradients(u, store.grads(u));
   }
   model.set_unit_access(this);
@@ -72,21 +73,66 @@ void ZeroSchedule::end_micro_batch() {
     Tensor shard = store_.grad_shard(unit);
     const Tensor staged = staging_[unit].view(shard.shape, shard.dtype);
     backend_.residual_forward(shard, staged, shard);
+    if (micro_ + 1 == micro_count_) gradient_final(unit);
   }
   pending_adds_.clear();
 }
 
 UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
+  ensure_updated(unit);
   UnitSlots::Slot* slot = param_slots_.take(int64_t(unit), store_.padded_numel(unit));
   Tensor whole = param_slots_.view(*slot);
-  const Tensor shard = store_.param_shard(unit);
+  if (store_.params_on_host() && store_.whole_params(unit)) {
+    slot->ticket = issue([&] { return comm_.copy(store_.params(unit), whole); });
+    return slot;
+  }
+  Tensor shard = store_.param_shard(unit);
+  if (store_.params_on_host()) {  // the shard comes up into the rank's slice of the slot, gathered in place
+    Tensor slice = whole.flat_slice(store_.shard_begin(unit), store_.shard_begin(unit) + shard.numel());
+    issue([&] { return comm_.copy(shard, slice); });
+    shard = slice;
+  }
   slot->ticket = issue([&] { return comm_.all_gather(shard, whole); });
   stats_.all_gather_bytes += double(whole.bytes());
   return slot;
 }
 
+void ZeroSchedule::gradient_final(size_t unit) {
+  if (host_ == nullptr) return;
+  Tensor host_buffer = host_->gradient_buffer(unit);
+  last_to_host_ = issue([&] { return comm_.copy(store_.optimizer_grad(unit), host_buffer); });
+}
+
+void ZeroSchedule::start_host_update(const OptimizerParams& params) {
+  ZB_CHECK(host_ != nullptr, "start_host_update without a host optimizer");
+  complete_updates();  // (a no-op in training: the last forward needed every unit)
+  comm_.host_wait(last_to_host_);
+  last_to_host_ = 0;
+  awaiting_update_.assign(store_.unit_count(), true);
+  host_->start_step(params, forward_order_);
+}
+
+void ZeroSchedule::complete_updates() {
+  for (size_t unit = 0; unit < store_.unit_count(); ++unit) ensure_updated(unit);
+}
+
+void ZeroSchedule::ensure_updated(size_t unit) {
+  if (!awaiting_update_[unit]) return;
+  const auto start = std::chrono::steady_clock::now();
+  host_->wait_unit(unit);
+  update_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  awaiting_update_[unit] = false;
+  if (store_.params_on_host()) return;  // updated in place, on the host: the next gather brings them up
+  Tensor target = store_.optimizer_params(unit);
+  params_ready_[unit] = issue([&] { return comm_.copy(host_->updated_weights(unit), target); });
+  // Held whole but updated as a shard: the other ranks' shards come next. (A stage 3 shard is gathered
+  // by gather(), after this copy on the same stream.)
+  if (store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1) gather_units({unit});
+}
+
 void ZeroSchedule::acquire_params(size_t unit, const std::vector<size_t>& order) {
-  if (store_.whole_params(unit)) {
+  ensure_updated(unit);
+  if (store_.resident_params(unit)) {
     wait_exposed(params_ready_[unit]);
     params_ready_[unit] = 0;
     return;
@@ -111,7 +157,8 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
   bool any = false;
   for (++it; it != order.end(); ++it) {
     const size_t next = *it;
-    if (store_.whole_params(next)) continue;
+    if (store_.resident_params(next)) continue;
+    if (awaiting_update_[next] && !host_->unit_done(next)) break;  // prefetching must not wait for the CPU
     if (any && budget < store_.padded_numel(next)) break;
     budget -= store_.padded_numel(next);
     any = true;
@@ -125,7 +172,7 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
 }
 
 void ZeroSchedule::release_params(size_t unit) {
-  if (store_.whole_params(unit) || held_params_[unit] == nullptr) return;  // whole, or not read (backward)
+  if (store_.resident_params(unit) || held_params_[unit] == nullptr) return;  // resident, or not read (backward)
   param_slots_.release(held_params_[unit]);
   held_params_[unit] = nullptr;
 }
@@ -169,7 +216,11 @@ void ZeroSchedule::backward_done(size_t unit) {
   slot->ticket = ticket;
   grad_slots_.release(slot);
   held_grads_[unit] = nullptr;
-  if (micro_ > 0) pending_adds_.emplace_back(unit, ticket);
+  if (micro_ > 0) {
+    pending_adds_.emplace_back(unit, ticket);
+  } else if (last_micro) {
+    gradient_final(unit);
+  }
   if (!config_.overlaps()) wait_exposed(ticket);
 }
 
@@ -209,6 +260,7 @@ void ZeroSchedule::reduce_units(const std::vector<size_t>& units) {
     comm_.end_group();
     return ticket;
   });
+  for (size_t unit : units) gradient_final(unit);
 }
 
 void ZeroSchedule::gather_units(const std::vector<size_t>& units) {
@@ -245,13 +297,24 @@ double ZeroSchedule::gradient_sum_of_squares() {
 }
 
 void ZeroSchedule::publish_parameters() {
-  if (store_.sharded_optimizer()) {
+  // (With a host optimizer, each unit's weights go out as its update finishes: ensure_updated.)
+  if (store_.sharded_optimizer() && host_ == nullptr) {
     std::vector<size_t> whole_units;
     for (size_t unit = 0; unit < store_.unit_count(); ++unit)
       if (store_.whole_params(unit)) whole_units.push_back(unit);
     for_each_bucket(whole_units, config_.allgather_bucket_size, [&](const std::vector<size_t>& b) { gather_units(b); });
   }
   param_slots_.forget_contents();
+}
+
+OffloadTimes ZeroSchedule::take_offload_times() {
+  const CopyTimes copies = comm_.take_copy_times();
+  OffloadTimes out;
+  out.to_host_ms = copies.to_host_ms, out.to_device_ms = copies.to_device_ms;
+  out.to_host_bytes = copies.to_host_bytes, out.to_device_bytes = copies.to_device_bytes;
+  out.update_wait_ms = update_wait_ms_;
+  update_wait_ms_ = 0;
+  return out;
 }
 
 StepCommStats ZeroSchedule::take_stats() {

@@ -10,7 +10,12 @@
 //   the next units (up to stage3_prefetch_bucket_size elements) gathered ahead, and released after use.
 // - After the optimizer: units held whole but updated as shards (stages 1-2, stage 3's persistent units) are
 //   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather.
-// All collectives go onto the communicator's stream; the compute stream waits only where it reads a result,
+// - Offload (a HostOptimizer attached): as backward finishes a unit's gradient range, it is copied down to
+//   the host optimizer's buffer; after the step's update starts on the host, each unit's new weights are
+//   copied back (and gathered where the stage holds them whole) when the next forward first needs the unit,
+//   so that forward runs behind the CPU optimizer unit by unit. With the weights on the host (cpu_full)
+//   every unit is copied up into a slot before use, as stage 3 gathers it.
+// All collectives and copies go onto the communicator's stream; the compute stream waits only where it reads a result,
 // and every such wait is bracketed by timing events, so the sum of those stalls is the communication time that
 // compute did not hide ("exposed"). With a synchronous (MPI, CPU) communicator every collective is exposed.
 #pragma once
@@ -21,6 +26,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/host_optimizer.h"
+#include "engine/offload_times.h"
 #include "engine/parameter_store.h"
 #include "engine/unit_slots.h"
 #include "engine/zero_config.h"
@@ -50,12 +57,21 @@ class ZeroSchedule final : public UnitAccess {
   void finish_gradients();
   // The sum of the squared gradient entries over the whole model (all ranks' shards where partitioned).
   double gradient_sum_of_squares();
+  // Offload: the host optimizer that updates the weights (attach before the first step).
+  void attach(HostOptimizer* host) { host_ = host; }
+  // Offload, after finish_gradients: waits for the gradients' copies to the host, then starts the host
+  // optimizer's update of every unit in forward order; each unit's weights go back as it is first needed.
+  void start_host_update(const OptimizerParams& params);
+  // Offload: brings every unit's update still under way to the device (before reading all the weights).
+  void complete_updates();
   // After the optimizer: the new weights go to where they are held whole; gathered copies are forgotten.
   void publish_parameters();
   // The compute stream waits for every collective issued so far.
   void wait_all() { wait_exposed(last_ticket_); }
   // This step's communication (call after the backend has synchronised); resets the counters.
   StepCommStats take_stats();
+  // The copies to and from the host since the last call, and the time spent waiting for host updates.
+  OffloadTimes take_offload_times();
 
   void forward_needs(size_t unit) override { acquire_params(unit, forward_order_); }
   void forward_done(size_t unit) override { release_params(unit); }
@@ -65,7 +81,11 @@ class ZeroSchedule final : public UnitAccess {
  private:
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
-  UnitSlots::Slot* gather(size_t unit);  // issues the all-gather into a slot taken for the unit
+  UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit
+  // Offload: unit's gradient range is final (after the collectives and compute issued so far): copy it down.
+  void gradient_final(size_t unit);
+  // Offload: waits for the host's update of the unit, if one is under way, and sends the new weights up.
+  void ensure_updated(size_t unit);
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
   // Calls issue_bucket(bucket) for consecutive runs of `units`, each closed once it holds at least
   // bucket_numel elements (the last one may hold fewer): the bucketing rule of both reduce and gather.
@@ -100,6 +120,10 @@ class ZeroSchedule final : public UnitAccess {
   StepCommStats stats_;
   std::vector<std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>>> waits_;
   double host_comm_ms_ = 0;
+  HostOptimizer* host_ = nullptr;
+  std::vector<bool> awaiting_update_;  // units whose new weights the host has not handed over yet
+  CommTicket last_to_host_ = 0;
+  double update_wait_ms_ = 0;
 };
 
 }  // namespace zb

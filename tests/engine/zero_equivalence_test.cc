@@ -94,8 +94,9 @@ TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(test::every_zero_case()), test::zero_case_name);
 
-// Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer) gives
-// the training of the same stage without offload.
+// Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer on its
+// own thread while the next forward waits unit by unit; cpu_full: the weights in host memory too) gives the
+// training of the same stage without offload.
 class OffloadEquivalence : public ::testing::TestWithParam<ZeroCase> {
  protected:
   // The case's stage, every unit partitioned, no offload.
@@ -113,6 +114,16 @@ TEST_P(OffloadEquivalence, CpuOptimizerMatchesNoOffload) {
   const Outcome reference = train(plain, &comm);
   TrainingOptions offloaded = plain;
   offloaded.offload = OffloadStrategy::cpu_optimizer;
+  expect_equivalent(train(offloaded, &comm), reference);
+}
+
+TEST_P(OffloadEquivalence, CpuFullMatchesNoOffload) {
+  Communicator& comm = test::mpi_communicator();
+  TrainingOptions plain = plain_options(GetParam());
+  plain.zero.stage3_prefetch_bucket_size = 30'000;  // prefetching across units whose update may not be done
+  const Outcome reference = train(plain, &comm);
+  TrainingOptions offloaded = plain;
+  offloaded.offload = OffloadStrategy::cpu_full;
   expect_equivalent(train(offloaded, &comm), reference);
 }
 
