@@ -18,7 +18,8 @@ enum class SimdLevel { scalar, avx2, avx512 };
 SimdLevel best_simd_level();
 std::string_view simd_level_name(SimdLevel level);
 
-// One shard's update. v is unused (may be null) for SGD; params_out may be null when no copy is wanted.
+// One shard's update. v is unused (may be null) for SGD; params_out may be null when no copy is wanted, and
+// may be grad itself (each position's gradient is read before its weight is written there).
 // Gradients and the weights' copy are bf16 bits (mixed precision) or, with fp32_model, fp32 (the CPU
 // backend's training dtype; those take the scalar path, which is there for correctness, not speed).
 struct CpuOptimizerShard {

@@ -1,7 +1,7 @@
 // ZeRO stages on GPUs over NCCL, under mpirun with one rank per GPU (skipped where a rank has no GPU of its
 // own): every stage, with and without gradient accumulation, trains the tiny models in bf16 as one GPU does
 // on the same global batch (within bf16 tolerance), and stage 3's loss curve over 50 steps of gpt2 overlaps
-// stage 0's.
+// stage 0's. Each offload strategy, with each stage, trains as the same stage without offload does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
 #include "support/zero_cases.h"
+#include "support/temp_dir.h"
 #include "support/tensor_views.h"
 
 namespace zb {
@@ -79,6 +80,37 @@ TEST_P(CudaZero, MatchesOneGpuOnTheGlobalBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, CudaZero, ::testing::ValuesIn(test::every_zero_case()), test::zero_case_name);
+
+// The offload strategies on GPUs: gradients copied down on the communication stream as backward finishes
+// them, the CPU optimizer on its thread, weights copied up (or, cpu_full, each unit up before its use) as the
+// next forward reaches them. Against the same stage without offload on the same GPUs: the host's AdamW is
+// the device's arithmetic in fp32, so only bf16 roundings of nearly equal values may differ.
+class CudaOffload : public ::testing::TestWithParam<ZeroCase> {};
+
+TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  const ZeroCase c = GetParam();
+  TrainingOptions plain = bf16_options(c.model, 4, 64);
+  plain.grad_accum = c.grad_accum;
+  plain.zero.stage = c.stage;
+  plain.zero.stage3_param_persistence_threshold = 0;
+  plain.zero.stage3_prefetch_bucket_size = 30'000;
+  const Outcome reference = train(plain, 4, true);
+  test::TempDir dir;
+  for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions offloaded = plain;
+    offloaded.offload = strategy;
+    offloaded.nvme_path = dir.path().string();
+    const Outcome ours = train(offloaded, 4, true);
+    for (size_t i = 0; i < ours.losses.size(); ++i)
+      EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
+    for (size_t u = 0; u < ours.params.size(); ++u)
+      EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, CudaOffload, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);
 
 TEST(CudaZeroCurves, StageThreeFollowsStageZeroOverFiftyStepsOfGpt2) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";

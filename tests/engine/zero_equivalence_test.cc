@@ -141,15 +141,7 @@ TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the rank's file is removed when training ends";
 }
 
-// Every stage of both models, with accumulation in stages 1 and 3.
-std::vector<ZeroCase> offload_cases() {
-  std::vector<ZeroCase> cases;
-  for (const char* model : {"gpt2-tiny", "llama-tiny"})
-    for (int stage = 0; stage <= 3; ++stage) cases.push_back({model, stage, 1 + stage % 2});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(offload_cases()), test::zero_case_name);
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);
 
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
 // one bucket for everything and overlap off.

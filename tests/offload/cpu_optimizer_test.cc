@@ -74,6 +74,25 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CpuOptimizer,
                            return std::string(optimizer_kind_name(param_info.param));
                          });
 
+// Training writes the new weights over the gradient they came from (one host buffer carries both): every
+// level must read each position's gradient before writing its weight there.
+TEST(CpuOptimizer, WeightsWrittenOverTheGradientAreThoseOfASeparateOutput) {
+  const int64_t n = 70'001;
+  OptimizerParams p;
+  p.weight_decay = 0.1f;
+  for (int level = 0; level <= int(best_simd_level()); ++level) {
+    SCOPED_TRACE(simd_level_name(SimdLevel(level)));
+    Shard separate = random_shard(n, 5), in_place = separate;
+    cpu_optimizer_step({separate.master.data(), separate.grad.data(), separate.m.data(), separate.v.data(),
+                        separate.out.data(), n}, p, SimdLevel(level));
+    cpu_optimizer_step({in_place.master.data(), in_place.grad.data(), in_place.m.data(), in_place.v.data(),
+                        in_place.grad.data(), n}, p, SimdLevel(level));
+    EXPECT_EQ(in_place.grad, separate.out);
+    EXPECT_EQ(in_place.master, separate.master);
+    EXPECT_EQ(in_place.v, separate.v);
+  }
+}
+
 TEST(CpuOptimizer, RefusesALevelTheCpuLacks) {
   if (best_simd_level() == SimdLevel::avx512) GTEST_SKIP() << "this CPU runs every level";
   const OptimizerParams p;
