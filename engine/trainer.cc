@@ -51,6 +51,11 @@ std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const Trainin
   return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
 }
 
+TrainingOptions with_overlap_default(TrainingOptions options) {
+  options.zero.overlap_comm = overlap_comm_default(options.zero, options.offload);
+  return options;
+}
+
 std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend) {
   if (comm) return nullptr;
   return std::make_unique<LocalCommunicator>([&backend](const Tensor& src, Tensor& dst) { backend.copy(src, dst); });
@@ -60,7 +65,7 @@ std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend
 
 Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
                  Communicator* comm)
-    : options_(options),
+    : options_(with_overlap_default(options)),
       backend_(backend),
       allocator_(allocator),
       data_(data),
@@ -71,7 +76,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
              geometry_for(options, *comm_), &host_allocator_),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
-      schedule_(store_, model_, backend, *comm_, allocator, options.zero) {
+      schedule_(store_, model_, backend, *comm_, allocator, options_.zero) {
   validate(options.zero);
   store_.initialize(backend, options.seed);
   if (options.offload != OffloadStrategy::none) {

@@ -36,6 +36,12 @@ struct TrainingOptions {
   AioConfig aio;
 };
 
+// overlap_comm as asked, or by default on in stage 3 and with offload (whose gradients go to the host as
+// backward finishes them, after their reduction).
+inline bool overlap_comm_default(const ZeroConfig& zero, OffloadStrategy offload) {
+  return zero.overlap_comm.value_or(zero.stage == 3 || offload != OffloadStrategy::none);
+}
+
 struct StepStats {
   int64_t step = 0;          // 1-based
   double loss = 0;           // mean over the step's tokens on all ranks

@@ -193,6 +193,10 @@ void ZeroSchedule::backward_done(size_t unit) {
   const bool last_micro = micro_ + 1 == micro_count_;
   if (store_.whole_grads()) {
     if (!last_micro) return;  // stages 0-1 reduce once per step
+    if (comm_.size() == 1) {  // one rank's sum is its own gradient: final now
+      gradient_final(unit);
+      return;
+    }
     unreduced_.push_back(unit);
     unreduced_numel_ += store_.padded_numel(unit);
     if (config_.overlaps() && unreduced_numel_ >= config_.reduce_bucket_size) {

@@ -15,8 +15,10 @@ namespace zb {
 
 namespace {
 
+// Adam's bias corrections are folded into two factors (computed in double): the step size lr / (1 - beta1^t)
+// and 1 / (1 - beta2^t) under the square root, so an element costs one division and one square root.
 struct Coefficients {
-  float lr, beta1, beta2, eps, wd, scale, bias1, bias2, momentum;
+  float lr, beta1, beta2, eps, wd, scale, step_size, inv_bias2, momentum;
   bool adam, decoupled;
 };
 
@@ -28,8 +30,8 @@ Coefficients coefficients_of(const OptimizerParams& p) {
           p.eps,
           p.weight_decay,
           p.grad_scale,
-          adam ? float(1.0 - std::pow(double(p.beta1), double(p.step))) : 1.0f,
-          adam ? float(1.0 - std::pow(double(p.beta2), double(p.step))) : 1.0f,
+          adam ? float(double(p.lr) / (1.0 - std::pow(double(p.beta1), double(p.step)))) : p.lr,
+          adam ? float(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step)))) : 1.0f,
           p.momentum,
           adam,
           p.kind == OptimizerKind::adamw};
@@ -56,7 +58,7 @@ void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begi
       s.m[i] = mi;
       s.v[i] = vi;
       if (c.decoupled) param -= c.lr * c.wd * param;
-      param -= c.lr * (mi / c.bias1) / (std::sqrt(vi / c.bias2) + c.eps);
+      param -= c.step_size * mi / (std::sqrt(vi * c.inv_bias2) + c.eps);
     } else {
       g += c.wd * param;
       const float mi = c.momentum * s.m[i] + g;
@@ -79,7 +81,8 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
   const __m256 lr = _mm256_set1_ps(c.lr), b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
   const __m256 one_b1 = _mm256_set1_ps(1 - c.beta1), one_b2 = _mm256_set1_ps(1 - c.beta2);
   const __m256 eps = _mm256_set1_ps(c.eps), wd = _mm256_set1_ps(c.wd), scale = _mm256_set1_ps(c.scale);
-  const __m256 bias1 = _mm256_set1_ps(c.bias1), bias2 = _mm256_set1_ps(c.bias2), mu = _mm256_set1_ps(c.momentum);
+  const __m256 step_size = _mm256_set1_ps(c.step_size), inv_bias2 = _mm256_set1_ps(c.inv_bias2);
+  const __m256 mu = _mm256_set1_ps(c.momentum);
   const __m256 decay = _mm256_set1_ps(1 - c.lr * c.wd);
   const auto* grad = static_cast<const uint16_t*>(s.grad);
   auto* out = static_cast<uint16_t*>(s.params_out);
@@ -97,8 +100,8 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
       _mm256_storeu_ps(s.m + i, mi);
       _mm256_storeu_ps(s.v + i, vi);
       if (c.decoupled) param = _mm256_mul_ps(param, decay);
-      const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, bias2)), eps);
-      param = _mm256_sub_ps(param, _mm256_div_ps(_mm256_mul_ps(lr, _mm256_div_ps(mi, bias1)), denom));
+      const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, inv_bias2)), eps);
+      param = _mm256_sub_ps(param, _mm256_div_ps(_mm256_mul_ps(step_size, mi), denom));
     } else {
       g = _mm256_fmadd_ps(wd, param, g);
       const __m256 mi = _mm256_fmadd_ps(mu, m, g);
@@ -125,7 +128,8 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
   const __m512 lr = _mm512_set1_ps(c.lr), b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
   const __m512 one_b1 = _mm512_set1_ps(1 - c.beta1), one_b2 = _mm512_set1_ps(1 - c.beta2);
   const __m512 eps = _mm512_set1_ps(c.eps), wd = _mm512_set1_ps(c.wd), scale = _mm512_set1_ps(c.scale);
-  const __m512 bias1 = _mm512_set1_ps(c.bias1), bias2 = _mm512_set1_ps(c.bias2), mu = _mm512_set1_ps(c.momentum);
+  const __m512 step_size = _mm512_set1_ps(c.step_size), inv_bias2 = _mm512_set1_ps(c.inv_bias2);
+  const __m512 mu = _mm512_set1_ps(c.momentum);
   const __m512 decay = _mm512_set1_ps(1 - c.lr * c.wd);
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   const auto* grad = static_cast<const uint16_t*>(s.grad);
@@ -144,8 +148,8 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
       _mm512_storeu_ps(s.m + i, mi);
       _mm512_storeu_ps(s.v + i, vi);
       if (c.decoupled) param = _mm512_mul_ps(param, decay);
-      const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vi, bias2)), eps);
-      param = _mm512_sub_ps(param, _mm512_div_ps(_mm512_mul_ps(lr, _mm512_div_ps(mi, bias1)), denom));
+      const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_mul_ps(vi, inv_bias2)), eps);
+      param = _mm512_sub_ps(param, _mm512_div_ps(_mm512_mul_ps(step_size, mi), denom));
     } else {
       g = _mm512_fmadd_ps(wd, param, g);
       const __m512 mi = _mm512_fmadd_ps(mu, m, g);

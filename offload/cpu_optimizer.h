@@ -1,6 +1,7 @@
 // The CPU optimizer of the offload strategies: AdamW, Adam and SGD over a shard's fp32 master weights and
-// moments in (pinned) host memory, bf16 gradients in, bf16 weights out, with the same arithmetic as the GPU's
-// fused optimizer kernel (bias corrections in double, the clipping factor applied to the gradient first).
+// moments in (pinned) host memory, bf16 gradients in, bf16 weights out: the GPU's fused optimizer kernel up to
+// rounding (bias corrections in double, folded into a step size and a factor under the square root so that
+// an element costs one division; the clipping factor applied to the gradient first).
 // Vectorised with AVX-512 or AVX2+FMA, chosen at run time from what the CPU supports, over OpenMP threads.
 // The CPU reference backend (kernels/cpu) is its oracle.
 #pragma once
