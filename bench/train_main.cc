@@ -59,6 +59,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                 o.batch, " x seq ", o.seq, " x grad-accum ", o.grad_accum, " per rank | ",
                 zb::optimizer_kind_name(o.optimizer.kind), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
+  if (o.offload == zb::OffloadStrategy::nvme && !trainer.nvme_direct_io()) {
+    print(zb::cat("warning: the file system of --nvme-path ", o.nvme_path, " refused O_DIRECT; the nvme strategy "
+                  "uses buffered I/O, so the page cache serves part of its traffic"));
+  }
   std::vector<zb::StepStats> steps;
   for (int64_t i = 0; i < run.num_steps; ++i) {
     steps.push_back(trainer.step());

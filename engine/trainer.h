@@ -71,6 +71,9 @@ class Trainer {
   ParameterStore& store() { return store_; }
   // Host memory of the offload strategies (pinned beside a GPU), by pool.
   const TrackingAllocator& host_allocator() const { return host_allocator_; }
+  // The nvme strategy: false when its file system refused O_DIRECT and the file uses buffered I/O (the page
+  // cache then serves part of the traffic: a result to record beside the numbers).
+  bool nvme_direct_io() const { return host_optimizer_ && host_optimizer_->direct_io(); }
   Transformer& model() { return model_; }
   Communicator& communicator() { return *comm_; }
 
