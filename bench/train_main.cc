@@ -76,6 +76,22 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   return 0;
 }
 
+// A failure on one rank of several (out of memory, a full disk) would leave the others waiting forever in
+// their next collective: that rank reports it and ends the whole job. (Bad flags fail alike on every rank
+// before any collective, and return their exit code 2 as usual.)
+int train_or_end_the_job(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
+  try {
+    return train(world, flags, extra);
+  } catch (const zb::UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    std::fprintf(stderr, "error on rank %d of %d: %s\n", world.rank(), world.size(), e.what());
+    std::fflush(stderr);
+    zb::abort_job(1);  // the other ranks' NVMe files are removed as the signal ends them
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,5 +107,5 @@ int main(int argc, char** argv) {
       ("warmup-steps", po::value(&extra.warmup_steps)->default_value(extra.warmup_steps),
        "first steps left out of the summary");
   return zb::run_program(argc, argv, "usage: train [options]\nTrains a decoder-only transformer and prints one line a step.",
-                         options, [&] { return train(world, flags, extra); });
+                         options, [&] { return train_or_end_the_job(world, flags, extra); });
 }

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/errors.h"
 #include "core/strings.h"
+#include "offload/removal_on_termination.h"
 
 namespace zb {
 
@@ -32,11 +33,14 @@ AioFile::AioFile(std::string path, AioConfig config) : path_(std::move(path)), c
   direct_ = fd_ >= 0;
   if (fd_ < 0 && errno == EINVAL) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);  // tmpfs
   if (fd_ < 0) throw IoError(cat("cannot create ", path_, ": ", std::strerror(errno)));
+  remove_files_on_termination();
+  register_removal(path_);
 }
 
 AioFile::~AioFile() {
   if (fd_ >= 0) ::close(fd_);
   ::unlink(path_.c_str());
+  unregister_removal(path_);
 }
 
 void AioFile::write(const void* data, size_t bytes, int64_t offset) {

@@ -1,8 +1,9 @@
 // AioFile: one file of the NVMe offload store, read and written through Linux native asynchronous I/O
 // (libaio) with O_DIRECT, as DeepSpeed's aio engine does: a transfer is cut into block_size pieces, up to
 // queue_depth of them in flight per submitting thread, intra_op_parallelism threads. The file is created on
-// construction and removed on destruction (also when the run fails). On a file system that refuses O_DIRECT
-// (tmpfs) it falls back to buffered I/O and says so (direct() is false; callers record it).
+// construction and removed on destruction (also when the run fails, and when a signal ends the process:
+// see removal_on_termination.h). On a file system that refuses O_DIRECT (tmpfs) it falls back to buffered
+// I/O and says so (direct() is false; callers record it).
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 
 #include <filesystem>
 #include <cstring>
@@ -164,6 +165,29 @@ TEST(AioFile, RefusesMisalignedDirectTransfersAndBadSettings) {
   EXPECT_THROW(validate(AioConfig{1000, 8, 1, false, true}), UsageError);
   EXPECT_THROW(validate(AioConfig{1 << 20, 0, 1, false, true}), UsageError);
   EXPECT_THROW(validate(AioConfig{1 << 20, 8, 0, false, true}), UsageError);
+}
+
+}  // namespace
+}  // namespace zb
+
+namespace zb {
+namespace {
+
+// A rank ended by a signal (MPI_Abort sends SIGTERM to the other ranks of a failed job) runs no destructor:
+// its NVMe file must still go. The child process makes a file, then is terminated with the file open.
+TEST(AioFileDeathTest, ASignalThatEndsTheProcessRemovesTheFile) {
+  GTEST_FLAG_SET(death_test_style, "fast");  // forked here: the child's path is this one
+  test::TempDir dir;
+  const std::string path = (dir.path() / "rank0.optim").string();
+  EXPECT_EXIT(
+      {
+        AioFile file(path, AioConfig{});
+        if (!std::filesystem::exists(path)) std::_Exit(3);  // (the file must have existed to be removed)
+        ::raise(SIGTERM);
+        std::_Exit(4);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace
