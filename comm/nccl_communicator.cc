@@ -169,9 +169,13 @@ CommTicket NcclCommunicator::broadcast(Tensor& data, int root) {
   return finish_collective(ticket);
 }
 
-void NcclCommunicator::wait(CommTicket ticket) {
+void NcclCommunicator::check_waitable(CommTicket ticket) const {
   ZB_CHECK(ticket >= 0 && ticket <= recorded_, "ticket ", ticket, " cannot be waited on (latest recorded ",
            recorded_, in_group_ ? ", inside a group: call end_group first)" : ")");
+}
+
+void NcclCommunicator::wait(CommTicket ticket) {
+  check_waitable(ticket);
   if (ticket == 0) return;  // "nothing issued yet": there is nothing to wait for
   ZB_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, event_of(ticket), 0));
 }
@@ -202,7 +206,7 @@ CommTicket NcclCommunicator::copy(const Tensor& src, Tensor& dst) {
 }
 
 void NcclCommunicator::host_wait(CommTicket ticket) {
-  wait(ticket);  // the same checks; the compute stream's wait costs nothing once the host has waited
+  check_waitable(ticket);
   if (ticket != 0) ZB_CUDA_CHECK(cudaEventSynchronize(event_of(ticket)));
 }
 

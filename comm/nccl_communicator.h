@@ -73,6 +73,7 @@ class NcclCommunicator final : public Communicator {
   CommTicket finish_collective(CommTicket ticket);
   CUevent_st* event_of(CommTicket ticket) const;
   void check_tensor(const Tensor& tensor) const;
+  void check_waitable(CommTicket ticket) const;  // issued, recorded, and not inside an open group
   void release() noexcept;
 
   // A copy's timing events, recycled once it has been counted.

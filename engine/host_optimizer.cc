@@ -41,8 +41,8 @@ size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, con
   const size_t state_arrays = needs_second_moment ? 3 : 2;
   size_t state = 0, buffers = 0, weights = 0, largest = 0;
   for (const ParameterUnit& unit : layout.units()) {
-    const size_t padded = size_t(ParameterStore::padded_numel(unit.numel, geometry.world));
-    const size_t range = geometry.stage >= 1 ? padded / size_t(geometry.world) : padded;
+    const size_t range = size_t(
+        ParameterStore::optimizer_numel(ParameterStore::padded_numel(unit.numel, geometry.world), geometry));
     largest = std::max(largest, range);
     state += range * sizeof(float) * state_arrays;
     buffers += range * dtype_size(dtype);

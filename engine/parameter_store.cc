@@ -31,7 +31,7 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     // Weights on the host are only what this rank's optimizer updates: whole in stage 0, else its shard,
     // which the other ranks' shards join on the device (gathered there, as stage 3 does).
     if (geometry.params_on_host) unit.whole_params = geometry.stage == 0;
-    const int64_t state = geometry.stage >= 1 ? shard : unit.padded;
+    const int64_t state = optimizer_numel(unit.padded, geometry);
     unit.params = params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
     if (!geometry.optimizer_on_host) {

@@ -57,6 +57,11 @@ class ParameterStore {
   static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
   // A unit's padded length for `world` ranks.
   static int64_t padded_numel(int64_t numel, int world);
+  // The length of the range a rank's optimizer updates in a unit of `padded` elements: all of it in stage
+  // 0, the rank's shard otherwise.
+  static int64_t optimizer_numel(int64_t padded, const ShardGeometry& geometry) {
+    return geometry.stage >= 1 ? padded / geometry.world : padded;
+  }
 
   // Fills the weights from the layout's seeded initialisation (each rank its part, the values those of the
   // whole model) and zeroes gradients and optimizer state.

@@ -168,17 +168,7 @@ std::vector<std::vector<float>> Trainer::gather_parameters() {
     } else {
       gathered = allocator_.allocate(Shape{padded}, store_.dtype(), MemoryPool::workspace);
       whole = gathered.view(Shape{padded}, store_.dtype());
-      if (store_.params_on_host() && store_.whole_params(u)) {
-        backend_.copy(store_.params(u), whole);
-      } else {
-        Tensor shard = store_.param_shard(u);
-        if (store_.params_on_host()) {  // up into the rank's slice first, then gathered in place
-          Tensor slice = whole.flat_slice(store_.shard_begin(u), store_.shard_begin(u) + shard.numel());
-          backend_.copy(shard, slice);
-          shard = slice;
-        }
-        comm_->wait(comm_->all_gather(shard, whole));
-      }
+      comm_->wait(gather_unit_weights(*comm_, store_, u, whole));
     }
     as_f32 = allocator_.allocate(Shape{padded}, DType::f32, MemoryPool::workspace);
     Tensor f32 = as_f32.view(Shape{padded}, DType::f32);

@@ -78,22 +78,23 @@ void ZeroSchedule::end_micro_batch() {
   pending_adds_.clear();
 }
 
+CommTicket gather_unit_weights(Communicator& comm, const ParameterStore& store, size_t unit, Tensor& whole) {
+  if (store.params_on_host() && store.whole_params(unit)) return comm.copy(store.params(unit), whole);
+  Tensor shard = store.param_shard(unit);
+  if (store.params_on_host()) {  // the shard comes up into the rank's slice of `whole`, gathered in place
+    Tensor slice = whole.flat_slice(store.shard_begin(unit), store.shard_begin(unit) + shard.numel());
+    comm.copy(shard, slice);
+    shard = slice;
+  }
+  return comm.all_gather(shard, whole);
+}
+
 UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
   ensure_updated(unit);
   UnitSlots::Slot* slot = param_slots_.take(int64_t(unit), store_.padded_numel(unit));
   Tensor whole = param_slots_.view(*slot);
-  if (store_.params_on_host() && store_.whole_params(unit)) {
-    slot->ticket = issue([&] { return comm_.copy(store_.params(unit), whole); });
-    return slot;
-  }
-  Tensor shard = store_.param_shard(unit);
-  if (store_.params_on_host()) {  // the shard comes up into the rank's slice of the slot, gathered in place
-    Tensor slice = whole.flat_slice(store_.shard_begin(unit), store_.shard_begin(unit) + shard.numel());
-    issue([&] { return comm_.copy(shard, slice); });
-    shard = slice;
-  }
-  slot->ticket = issue([&] { return comm_.all_gather(shard, whole); });
-  stats_.all_gather_bytes += double(whole.bytes());
+  slot->ticket = issue([&] { return gather_unit_weights(comm_, store_, unit, whole); });
+  if (!store_.whole_params(unit)) stats_.all_gather_bytes += double(whole.bytes());  // (else only copied up)
   return slot;
 }
 

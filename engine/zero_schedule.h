@@ -44,6 +44,11 @@ struct StepCommStats {
   double total_bytes() const { return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes; }
 };
 
+// Brings unit's weights whole into `whole` (on the device, the unit's padded length) from where this rank
+// holds them: copied up from the host (cpu_full) and all-gathered from the ranks' shards, as the store says.
+// Not for units resident on the device. Returns the ticket of the last copy or collective it queued.
+CommTicket gather_unit_weights(Communicator& comm, const ParameterStore& store, size_t unit, Tensor& whole);
+
 class ZeroSchedule final : public UnitAccess {
  public:
   ZeroSchedule(ParameterStore& store, Transformer& model, Backend& backend, Communicator& comm,

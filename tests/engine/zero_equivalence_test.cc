@@ -106,38 +106,34 @@ class OffloadEquivalence : public ::testing::TestWithParam<ZeroCase> {
     o.zero.stage3_param_persistence_threshold = 0;
     return o;
   }
+  // The same training with `strategy` (its NVMe files, if any, under nvme_path) ends as `plain` does.
+  static void expect_offload_matches_plain(const TrainingOptions& plain, OffloadStrategy strategy,
+                                           const std::string& nvme_path = "") {
+    Communicator& comm = test::mpi_communicator();
+    const Outcome reference = train(plain, &comm);
+    TrainingOptions offloaded = plain;
+    offloaded.offload = strategy;
+    offloaded.nvme_path = nvme_path;
+    offloaded.aio = AioConfig{16384, 4, 2, false, true};  // several requests per unit: read-ahead overlaps
+    expect_equivalent(train(offloaded, &comm), reference);
+  }
 };
 
 TEST_P(OffloadEquivalence, CpuOptimizerMatchesNoOffload) {
-  Communicator& comm = test::mpi_communicator();
-  const TrainingOptions plain = plain_options(GetParam());
-  const Outcome reference = train(plain, &comm);
-  TrainingOptions offloaded = plain;
-  offloaded.offload = OffloadStrategy::cpu_optimizer;
-  expect_equivalent(train(offloaded, &comm), reference);
+  expect_offload_matches_plain(plain_options(GetParam()), OffloadStrategy::cpu_optimizer);
 }
 
 TEST_P(OffloadEquivalence, CpuFullMatchesNoOffload) {
-  Communicator& comm = test::mpi_communicator();
   TrainingOptions plain = plain_options(GetParam());
   plain.zero.stage3_prefetch_bucket_size = 30'000;  // prefetching across units whose update may not be done
-  const Outcome reference = train(plain, &comm);
-  TrainingOptions offloaded = plain;
-  offloaded.offload = OffloadStrategy::cpu_full;
-  expect_equivalent(train(offloaded, &comm), reference);
+  expect_offload_matches_plain(plain, OffloadStrategy::cpu_full);
 }
 
 // nvme: the same state in a file per rank, streamed through the CPU optimizer in small requests (several per
 // unit, so the read-ahead and write-behind overlap).
 TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
-  Communicator& comm = test::mpi_communicator();
-  const TrainingOptions plain = plain_options(GetParam());
   test::TempDir dir;
-  TrainingOptions offloaded = plain;
-  offloaded.offload = OffloadStrategy::nvme;
-  offloaded.nvme_path = dir.path().string();
-  offloaded.aio = AioConfig{16384, 4, 2, false, true};
-  expect_equivalent(train(offloaded, &comm), train(plain, &comm));
+  expect_offload_matches_plain(plain_options(GetParam()), OffloadStrategy::nvme, dir.path().string());
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the rank's file is removed when training ends";
 }
 
