@@ -49,6 +49,10 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "for its use); nvme (the optimizer state in a file per rank under --nvme-path, streamed through the CPU "
      "optimizer)")
     ("nvme-path", po::value(&v.nvme_path)->default_value(v.nvme_path), "folder of the nvme strategy's files")
+    ("speculative-update", po::value(&v.speculative_update)->default_value(v.speculative_update),
+     "cpu_optimizer and cpu_full: update each unit on the CPU as its gradient lands during backward, as if "
+     "clipping left it unchanged, into spare host memory; kept when the step's norm is within --grad-clip, "
+     "redone otherwise (the result is the same either way)")
     ("aio-block-size", po::value(&v.aio.block_size)->default_value(v.aio.block_size), "bytes per NVMe request")
     ("aio-queue-depth", po::value(&v.aio.queue_depth)->default_value(v.aio.queue_depth),
      "NVMe requests in flight per thread")
@@ -188,6 +192,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
       throw UsageError(cat("--nvme-path ", f.nvme_path, ": not writable"));
   }
   o.nvme_path = f.nvme_path;
+  o.speculative_update = f.speculative_update;
   return run;
 }
 

@@ -36,6 +36,7 @@ struct TrainingFlags {
   std::string offload = "none";
   std::string nvme_path;
   AioConfig aio;
+  bool speculative_update = true;
 };
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);

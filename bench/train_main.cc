@@ -22,6 +22,7 @@ struct TrainOnlyFlags {
 
 int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
   zb::TrainingRun run = zb::validate_training_flags(flags);
+  run.options.ranks_per_host = world.local_size();
   if (world.size() > 1 && run.device.is_cuda()) {
     // One GPU per rank: the rank's place on its node picks it.
     if (world.local_size() > zb::cuda_device_count()) {
@@ -70,8 +71,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   }
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   if (const size_t host = trainer.host_allocator().total().peak) {
-    print(zb::cat("host memory of the ", zb::offload_strategy_name(o.offload), " strategy (", 
-                  run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0"));
+    print(zb::cat("host memory of the ", zb::offload_strategy_name(o.offload), " strategy (",
+                  run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0; ",
+                  trainer.speculative_units(), " of ", trainer.layout().units().size(),
+                  " units update speculatively during backward"));
   }
   return 0;
 }

@@ -44,6 +44,10 @@ std::string offload_part(const OffloadTimes& host, double count, double step_ms)
            printf_string(" (the optimizer waited %.1f ms for reads, %.1f ms for writes)", host.read_wait_ms / count,
                          host.write_wait_ms / count);
   }
+  if (host.speculation_kept_ms + host.speculation_discarded_ms > 0) {
+    out += printf_string(", speculative updates during backward: %.1f ms kept, %.1f ms redone after clipping",
+                         host.speculation_kept_ms / count, host.speculation_discarded_ms / count);
+  }
   out += printf_string("\noffload overlap: training waited %.1f ms per step for the host's updates; the step is "
                        "%.2fx its slowest offload phase (%s)\n",
                        host.update_wait_ms / count, step_ms / (slowest.first / count), slowest.second);
@@ -54,8 +58,8 @@ std::string offload_part(const OffloadTimes& host, double count, double step_ms)
 
 std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model) {
   const double tokens_per_second = double(s.tokens) / s.seconds;
-  return printf_string("step %lld/%lld | loss %.4f | %.1f ms | %.0f tok/s", (long long)s.step, (long long)num_steps,
-                       s.loss, s.seconds * 1e3, tokens_per_second) +
+  return printf_string("step %lld/%lld | loss %.4f | norm %.4f | %.1f ms | %.0f tok/s", (long long)s.step,
+                       (long long)num_steps, s.loss, s.grad_norm, s.seconds * 1e3, tokens_per_second) +
          rate_part(tokens_per_second, model);
 }
 

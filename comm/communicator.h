@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/tensor.h"
@@ -49,6 +50,11 @@ class Communicator {
   virtual CommTicket copy(const Tensor& src, Tensor& dst) = 0;
   // Blocks the host until collective or copy `ticket` (and every earlier one) has finished.
   virtual void host_wait(CommTicket ticket) = 0;
+  // Calls `done` on a host thread once every collective and copy issued so far has finished, without
+  // blocking the caller: how the host optimizer learns that a gradient has landed in host memory while
+  // training goes on. `done` must be quick and must not call CUDA (NCCL runs it as a stream callback).
+  // Synchronous implementations call it at once.
+  virtual void after_issued(std::function<void()> done) = 0;
   // The copies' device time since the last call (only copies that have finished are counted; synchronous
   // implementations count nothing: their copies are part of the host's time).
   virtual CopyTimes take_copy_times() { return {}; }

@@ -210,6 +210,21 @@ void NcclCommunicator::host_wait(CommTicket ticket) {
   if (ticket != 0) ZB_CUDA_CHECK(cudaEventSynchronize(event_of(ticket)));
 }
 
+namespace {
+// cudaLaunchHostFunc's entry: runs the callback it was given and frees it.
+void CUDART_CB run_host_callback(void* callback) {
+  std::unique_ptr<std::function<void()>> done(static_cast<std::function<void()>*>(callback));
+  (*done)();
+}
+}  // namespace
+
+void NcclCommunicator::after_issued(std::function<void()> done) {
+  ZB_CHECK(!in_group_, "NcclCommunicator::after_issued inside a group");
+  auto callback = std::make_unique<std::function<void()>>(std::move(done));
+  ZB_CUDA_CHECK(cudaLaunchHostFunc(comm_stream_, run_host_callback, callback.get()));
+  callback.release();  // the stream owns it now; run_host_callback frees it
+}
+
 CopyTimes NcclCommunicator::take_copy_times() {
   CopyTimes times;
   std::vector<TimedCopy> unfinished;

@@ -49,6 +49,7 @@ class NcclCommunicator final : public Communicator {
   // Copies (device <-> pinned host, or device to device) on the communication stream; each is timed.
   CommTicket copy(const Tensor& src, Tensor& dst) override;
   void host_wait(CommTicket ticket) override;
+  void after_issued(std::function<void()> done) override;
   CopyTimes take_copy_times() override;
 
   // A group's collectives start after the compute work queued before begin_group (not before each call)

@@ -52,12 +52,27 @@ size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, con
   return buffers + weights + (nvme ? nvme_stages : state);
 }
 
+size_t HostOptimizer::speculation_bytes(int64_t range, DType dtype, const ShardGeometry& geometry,
+                                        bool needs_second_moment) {
+  return size_t(range) * (sizeof(float) * (needs_second_moment ? 3 : 2) +
+                          (geometry.params_on_host ? 0 : dtype_size(dtype)));
+}
+
 HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed,
-                             bool needs_second_moment, HostStateStorage storage)
+                             bool needs_second_moment, HostStateStorage storage,
+                             const std::vector<bool>& speculative_units)
     : store_(store), second_moment_(needs_second_moment) {
   const DType dtype = store.dtype();
   ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16, "the CPU optimizer takes fp32 or bf16 models, not ",
            dtype_name(dtype));
+  auto allocate_state = [&](int64_t n) {
+    const Shape shape{n};
+    StateArrays arrays;
+    arrays.master = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
+    arrays.m = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
+    if (needs_second_moment) arrays.v = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
+    return arrays;
+  };
   int64_t offset = 0;
   for (size_t u = 0; u < store.unit_count(); ++u) {
     Unit unit;
@@ -68,9 +83,11 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
       unit.file_offset = offset;
       offset += int64_t(state_bytes(unit));
     } else {
-      unit.master = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
-      unit.m = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
-      if (needs_second_moment) unit.v = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
+      unit.state = allocate_state(unit.n);
+      if (u < speculative_units.size() && speculative_units[u]) {
+        unit.spare = allocate_state(unit.n);
+        if (!store.params_on_host()) unit.spare_weights = host_allocator.allocate(shape, dtype, MemoryPool::gradients);
+      }
     }
     units_.push_back(std::move(unit));
   }
@@ -90,22 +107,24 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
       std::memcpy(stage, initial.data(), initial.size() * sizeof(float));
       file_->write(stage, state_bytes(unit), unit.file_offset);
     } else {
-      std::memcpy(unit.master.data(), initial.data(), initial.size() * sizeof(float));
-      std::memset(unit.m.data(), 0, unit.m.bytes());
-      if (needs_second_moment) std::memset(unit.v.data(), 0, unit.v.bytes());
+      std::memcpy(unit.state.master.data(), initial.data(), initial.size() * sizeof(float));
+      std::memset(unit.state.m.data(), 0, unit.state.m.bytes());
+      if (needs_second_moment) std::memset(unit.state.v.data(), 0, unit.state.v.bytes());
     }
   }
-  done_.assign(units_.size(), true);
+  shared_->done.assign(units_.size(), true);
+  shared_->speculated.assign(units_.size(), false);
+  shared_->speculated_ms.assign(units_.size(), 0.0);
   worker_ = std::thread([this] { run_worker(); });
 }
 
 HostOptimizer::~HostOptimizer() {
   {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return !running_ && !job_pending_; });
-    stop_ = true;
+    std::unique_lock lock(shared_->mutex);
+    shared_->changed.wait(lock, [this] { return !shared_->running && !shared_->job_pending; });
+    shared_->stop = true;
   }
-  changed_.notify_all();
+  shared_->changed.notify_all();
   worker_.join();
   wait_writes();
 }
@@ -118,87 +137,196 @@ Tensor HostOptimizer::updated_weights(size_t u) const {
   return store_.params_on_host() ? store_.optimizer_params(u) : gradient_buffer(u);
 }
 
+namespace {
+// Whether two updates compute the same thing (a kept speculation must be the update asked for).
+bool same_update(const OptimizerParams& a, const OptimizerParams& b) {
+  return a.kind == b.kind && a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
+         a.weight_decay == b.weight_decay && a.momentum == b.momentum && a.step == b.step &&
+         a.grad_scale == b.grad_scale;
+}
+}  // namespace
+
 void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<size_t>& order) {
   ZB_CHECK(order.size() == units_.size(), "the update order names ", order.size(), " of ", units_.size(), " units");
+  Shared& s = *shared_;
   {
     // Every unit of the last step is done, but its last NVMe writes may still run: they finish first.
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return !running_ && !job_pending_; });
-    if (error_) std::rethrow_exception(error_);
-    ZB_CHECK(std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }),
+    std::unique_lock lock(s.mutex);
+    s.changed.wait(lock, [&] {
+      return !s.running && !s.job_pending && (!settle_ || (s.landed.empty() && !s.speculating));
+    });
+    if (s.error) std::rethrow_exception(s.error);
+    ZB_CHECK(std::all_of(s.done.begin(), s.done.end(), [](bool d) { return d; }),
              "a host optimizer step started before every unit of the last one was taken");
-    job_params_ = params;
-    job_order_ = order;
-    done_.assign(units_.size(), false);
-    job_pending_ = true;
+    s.job_params = params;
+    s.job_order = order;
+    s.job_keeps_speculation = s.speculation_step != 0 && same_update(params, s.speculation_params);
+    s.speculation_step = 0;  // gradients that land from now on are the job's
+    s.done.assign(units_.size(), false);
+    s.job_pending = true;
   }
-  changed_.notify_all();
+  s.changed.notify_all();
+}
+
+void HostOptimizer::speculate(const OptimizerParams& params) {
+  Shared& s = *shared_;
+  {
+    std::lock_guard lock(s.mutex);
+    // The last step's job may not have started yet: what was speculated for it stays for it to take (it
+    // clears the record), and the worker takes no speculative work before that job has finished. Landed
+    // units it has not reached are left to that job too.
+    s.speculation_step = params.step;
+    s.speculation_params = params;
+    s.landed.clear();
+  }
+}
+
+std::function<void()> HostOptimizer::landing_signal(size_t u) {
+  if (!units_[u].speculates()) return {};
+  int64_t step = 0;
+  {
+    std::lock_guard lock(shared_->mutex);
+    step = shared_->speculation_step;
+  }
+  if (step == 0) return {};
+  return [shared = shared_, u, step] {
+    {
+      std::lock_guard lock(shared->mutex);
+      if (shared->speculation_step != step || shared->stop) return;  // late: the step has moved on
+      shared->landed.push_back(u);
+    }
+    shared->changed.notify_all();
+  };
+}
+
+HostOptimizer::SpeculationCounts HostOptimizer::speculation_counts() {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->counts;
 }
 
 void HostOptimizer::wait_unit(size_t u) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return done_[u] || error_; });
-  if (error_) std::rethrow_exception(error_);
+  std::unique_lock lock(shared_->mutex);
+  shared_->changed.wait(lock, [&] { return shared_->done[u] || shared_->error; });
+  if (shared_->error) std::rethrow_exception(shared_->error);
 }
 
 bool HostOptimizer::unit_done(size_t u) {
-  std::lock_guard lock(mutex_);
-  return done_[u] && !error_;
+  std::lock_guard lock(shared_->mutex);
+  return shared_->done[u] && !shared_->error;
 }
 
 void HostOptimizer::finish() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return !running_ && !job_pending_; });
-  if (error_) std::rethrow_exception(error_);
+  std::unique_lock lock(shared_->mutex);
+  shared_->changed.wait(lock, [this] { return !shared_->running && !shared_->job_pending; });
+  if (shared_->error) std::rethrow_exception(shared_->error);
 }
 
 OffloadTimes HostOptimizer::take_times() {
-  std::lock_guard lock(mutex_);
-  OffloadTimes out = finished_times_;
-  finished_times_ = {};
+  std::lock_guard lock(shared_->mutex);
+  OffloadTimes out = shared_->finished_times;
+  shared_->finished_times = {};
   return out;
 }
 
 void HostOptimizer::mark_done(size_t u) {
   {
-    std::lock_guard lock(mutex_);
-    done_[u] = true;
+    std::lock_guard lock(shared_->mutex);
+    shared_->done[u] = true;
   }
-  changed_.notify_all();
+  shared_->changed.notify_all();
 }
 
+// One thread does all the host's updates: a step's job when one is pending, else the speculative update of
+// the next unit whose gradient has landed.
 void HostOptimizer::run_worker() {
+  Shared& s = *shared_;
+  std::unique_lock lock(s.mutex);
   for (;;) {
-    OptimizerParams params;
-    std::vector<size_t> order;
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [this] { return stop_ || job_pending_; });
-      if (stop_) return;
-      job_pending_ = false;
-      running_ = true;
-      params = job_params_;
-      order = job_order_;
+    s.changed.wait(lock, [&] { return s.stop || s.job_pending || (s.speculation_step != 0 && !s.landed.empty()); });
+    if (s.stop) return;
+    if (!s.job_pending) {
+      const size_t u = s.landed.front();
+      s.landed.pop_front();
+      const OptimizerParams params = s.speculation_params;
+      s.speculating = true;
+      lock.unlock();
+      const auto start = Clock::now();
+      speculate_unit(u, params);  // (in memory: nothing here throws but a broken invariant)
+      const double ms = ms_since(start);
+      lock.lock();
+      s.speculated[u] = true;
+      s.speculated_ms[u] = ms;
+      s.speculating = false;
+      s.changed.notify_all();
+      continue;
     }
+    s.job_pending = false;
+    s.running = true;
+    const OptimizerParams params = s.job_params;
+    const std::vector<size_t> order = s.job_order;
+    const bool keep = s.job_keeps_speculation;
+    lock.unlock();
     OffloadTimes times;
     std::exception_ptr error;
     try {
-      if (file_) {
-        update_from_file(order, params, times);
-      } else {
-        update_in_memory(order, params, times);
-      }
+      run_step(params, order, keep, times);
     } catch (...) {
       error = std::current_exception();
     }
-    {
-      std::lock_guard lock(mutex_);
-      if (error) error_ = error;
-      finished_times_ += times;
-      running_ = false;
-    }
-    changed_.notify_all();
+    lock.lock();
+    if (error) s.error = error;
+    s.finished_times += times;
+    s.running = false;
+    s.changed.notify_all();
   }
+}
+
+void HostOptimizer::run_step(const OptimizerParams& params, const std::vector<size_t>& order, bool keep_speculation,
+                             OffloadTimes& times) {
+  if (file_) return update_from_file(order, params, times);
+  std::vector<size_t> rest;
+  std::vector<bool> speculated;
+  std::vector<double> speculated_ms;
+  {
+    std::lock_guard lock(shared_->mutex);
+    speculated = shared_->speculated;
+    speculated_ms = shared_->speculated_ms;
+    shared_->speculated.assign(units_.size(), false);
+    shared_->landed.clear();
+    const int64_t count = std::count(speculated.begin(), speculated.end(), true);
+    (keep_speculation ? shared_->counts.kept : shared_->counts.discarded) += count;
+  }
+  for (size_t u : order) {
+    if (!speculated[u]) {
+      rest.push_back(u);
+      continue;
+    }
+    if (!keep_speculation) {
+      times.speculation_discarded_ms += speculated_ms[u];
+      rest.push_back(u);
+      continue;
+    }
+    // The spare holds this update: it becomes the state, and the weights' buffer the next gradient's.
+    Unit& unit = units_[u];
+    std::swap(unit.state, unit.spare);
+    if (!unit.spare_weights.empty()) std::swap(unit.io, unit.spare_weights);
+    times.cpu_ms += speculated_ms[u];
+    times.speculation_kept_ms += speculated_ms[u];
+    mark_done(u);
+  }
+  update_in_memory(rest, params, times);
+}
+
+void HostOptimizer::speculate_unit(size_t u, const OptimizerParams& params) {
+  Unit& unit = units_[u];
+  void* weights = store_.params_on_host() ? store_.optimizer_params(u).data : unit.spare_weights.data();
+  CpuOptimizerShard shard{static_cast<float*>(unit.spare.master.data()), unit.io.data(),
+                          static_cast<float*>(unit.spare.m.data()), static_cast<float*>(unit.spare.v.data()),
+                          weights, unit.n, store_.dtype() == DType::f32};
+  shard.master_in = static_cast<const float*>(unit.state.master.data());
+  shard.m_in = static_cast<const float*>(unit.state.m.data());
+  shard.v_in = static_cast<const float*>(unit.state.v.data());
+  cpu_optimizer_step(shard, params);
 }
 
 void HostOptimizer::update_unit(size_t u, float* master, float* m, float* v, const OptimizerParams& params,
@@ -216,8 +344,8 @@ void HostOptimizer::update_in_memory(const std::vector<size_t>& order, const Opt
                                      OffloadTimes& times) {
   for (size_t u : order) {
     Unit& unit = units_[u];
-    update_unit(u, static_cast<float*>(unit.master.data()), static_cast<float*>(unit.m.data()),
-                static_cast<float*>(unit.v.data()), params, times);
+    update_unit(u, static_cast<float*>(unit.state.master.data()), static_cast<float*>(unit.state.m.data()),
+                static_cast<float*>(unit.state.v.data()), params, times);
   }
 }
 

@@ -9,10 +9,20 @@
 // and the next forward start on it, while the CPU works on later units. The new model-dtype weights are
 // written over the gradient in the same buffer (the copy back's source) or, when the weights live on the
 // host (cpu_full), into the store's host weights.
+//
+// Speculation (in-memory state only): clipping needs the global gradient norm, known only once backward has
+// ended, so the update cannot start before then, and the CPU would idle through backward. Instead, units
+// with spare state update as soon as their gradient lands, with the step's parameters as they are when
+// clipping changes nothing (grad_scale 1), into the spare state (and spare weights buffer), leaving the state
+// and the gradient as they were. When the step's real parameters are the same (the norm is within the
+// bound, or clipping is off), the spare becomes the state: the result is the in-place update's, bit for bit.
+// Otherwise the speculative work is dropped and the units are updated from the untouched state.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -38,8 +48,9 @@ struct HostStateStorage {
 class HostOptimizer {
  public:
   // The master weights start from the layout's initial values under `seed`, as the device's would.
+  // speculative_units: which units get spare state for speculation (empty: none; ignored with NVMe).
   HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed, bool needs_second_moment,
-                HostStateStorage storage = {});
+                HostStateStorage storage = {}, const std::vector<bool>& speculative_units = {});
   ~HostOptimizer();  // waits for a running update (its errors no longer matter)
   HostOptimizer(const HostOptimizer&) = delete;
   HostOptimizer& operator=(const HostOptimizer&) = delete;
@@ -49,6 +60,9 @@ class HostOptimizer {
   // the host, those. For the capacity check before anything is allocated.
   static size_t host_bytes(const ParameterLayout& layout, DType dtype, const ShardGeometry& geometry,
                            bool needs_second_moment, bool nvme);
+  // The host bytes that speculation adds for a unit whose optimizer range holds `range` elements: spare
+  // state, and a spare weights buffer unless the weights live on the host.
+  static size_t speculation_bytes(int64_t range, DType dtype, const ShardGeometry& geometry, bool needs_second_moment);
 
   // Unit u's host buffer: its gradient range lands here before step() (model dtype, optimizer range).
   Tensor gradient_buffer(size_t u) const;
@@ -59,7 +73,23 @@ class HostOptimizer {
   // Starts updating every unit, in `order`, on the optimizer's thread; returns at once. The gradient
   // buffers must hold this step's gradients, and every unit of the previous step must have been taken
   // (wait_unit); what is left of it (the last NVMe writes) is waited for here.
+  // Speculative units updated in this step with the same parameters are taken as they are, before the rest.
   void start_step(const OptimizerParams& params, const std::vector<size_t>& order);
+  // Before the backward of step params.step (every unit of the previous step taken): units with spare state
+  // update with `params` as their gradients land.
+  void speculate(const OptimizerParams& params);
+  // For the communicator to call once unit u's gradient of the step being speculated has landed in its
+  // buffer (on any thread; harmless after this optimizer is gone). Empty when the unit does not speculate.
+  std::function<void()> landing_signal(size_t u);
+  // Units whose speculative update was kept, and dropped, over every step so far (final once the units are
+  // done: counted before any is marked done).
+  struct SpeculationCounts {
+    int64_t kept = 0, discarded = 0;
+  };
+  SpeculationCounts speculation_counts();
+  // Tests: start_step first waits until every landed gradient's speculative update is done, so that which
+  // units speculated does not depend on thread timing (with synchronous copies, all of them).
+  void settle_speculation_before_step(bool settle) { settle_ = settle; }
   // Blocks until unit u's update of the step started last is done. Rethrows the update's failure
   // (an IoError from the NVMe file, say), here and in every later call.
   void wait_unit(size_t u);
@@ -71,13 +101,42 @@ class HostOptimizer {
   bool direct_io() const { return file_ && file_->direct(); }
 
  private:
+  struct StateArrays {
+    Buffer master, m, v;
+  };
   struct Unit {
     int64_t n = 0;
-    Buffer master, m, v;      // in memory; empty with NVMe
+    StateArrays state;        // in memory; empty with NVMe
+    StateArrays spare;        // speculation's output; empty for units that do not speculate
+    Buffer spare_weights;     // speculation's weights, unless they go to the store's host weights
     int64_t file_offset = 0;  // with NVMe: where [master | m | v] starts, each padded to 4 KiB
     Buffer io;                // the gradient down, and the new weights up (unless those live on the host)
+    bool speculates() const { return !spare.master.empty(); }
+  };
+  // What the optimizer's thread shares with the training thread and with the communicator's callbacks (which
+  // may run after this object is gone, hence shared ownership), under `mutex`.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool stop = false, job_pending = false, running = false;
+    OptimizerParams job_params;
+    std::vector<size_t> job_order;
+    bool job_keeps_speculation = false;
+    std::vector<bool> done;
+    std::exception_ptr error;
+    OffloadTimes finished_times;
+    int64_t speculation_step = 0;  // the step being speculated (0: none)
+    OptimizerParams speculation_params;
+    std::deque<size_t> landed;         // units whose gradient landed, waiting for their speculative update
+    bool speculating = false;          // a speculative update is under way
+    SpeculationCounts counts;
+    std::vector<bool> speculated;      // units whose spare holds this step's speculative update
+    std::vector<double> speculated_ms;  // the CPU time of each
   };
   void run_worker();
+  void run_step(const OptimizerParams& params, const std::vector<size_t>& order, bool keep_speculation,
+                OffloadTimes& times);
+  void speculate_unit(size_t u, const OptimizerParams& params);
   void update_in_memory(const std::vector<size_t>& order, const OptimizerParams& params, OffloadTimes& times);
   void update_from_file(const std::vector<size_t>& order, const OptimizerParams& params, OffloadTimes& times);
   // One unit's update on state at master/m/v (n floats each); then marks the unit done.
@@ -92,16 +151,8 @@ class HostOptimizer {
   std::unique_ptr<AioFile> file_;
   Buffer nvme_stage_[2];  // 4 KiB-aligned: one unit being updated, the other read or written
   std::future<double> pending_write_[2];
-
-  // The optimizer's thread and what it shares with the training thread (under mutex_).
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool stop_ = false, job_pending_ = false, running_ = false;
-  OptimizerParams job_params_;
-  std::vector<size_t> job_order_;
-  std::vector<bool> done_;
-  std::exception_ptr error_;
-  OffloadTimes finished_times_;
+  bool settle_ = false;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   std::thread worker_;  // last: started once everything it uses exists
 };
 

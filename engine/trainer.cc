@@ -33,22 +33,51 @@ ShardGeometry geometry_for(const TrainingOptions& options, const Communicator& c
                        options.offload != OffloadStrategy::none, options.offload == OffloadStrategy::cpu_full};
 }
 
+// This rank's share of what the host can still give.
+size_t host_share(const TrainingOptions& options) {
+  return available_host_bytes() / size_t(std::max(1, options.ranks_per_host));
+}
+
+size_t offload_host_bytes(const TrainingOptions& options, const ParameterLayout& layout, const Communicator& comm) {
+  return HostOptimizer::host_bytes(layout, options.dtype, geometry_for(options, comm),
+                                   options.optimizer.kind != OptimizerKind::sgd,
+                                   options.offload == OffloadStrategy::nvme);
+}
+
 // Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
 // An offload strategy's needs are checked first, before anything is allocated.
 std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const TrainingOptions& options,
                                            const ParameterLayout& layout, const Communicator& comm) {
   if (options.offload != OffloadStrategy::none) {
-    const size_t needed = HostOptimizer::host_bytes(layout, options.dtype, geometry_for(options, comm),
-                                                    options.optimizer.kind != OptimizerKind::sgd,
-                                                    options.offload == OffloadStrategy::nvme);
-    const size_t available = available_host_bytes();
+    const size_t needed = offload_host_bytes(options, layout, comm);
+    const size_t available = host_share(options);
     if (available && needed > available) {
       throw OutOfMemory(cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
-                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available"));
+                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available",
+                            options.ranks_per_host > 1 ? cat(" for each of its ", options.ranks_per_host, " ranks")
+                                                       : std::string()));
     }
   }
   if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
   return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
+}
+
+// The units that get spare state for speculative updates: in the order their gradients land (the last block
+// first), while the strategy's needs and the spares stay within 90% of this rank's share of the host.
+std::vector<bool> speculative_units_for(const TrainingOptions& options, const ParameterStore& store,
+                                        const Communicator& comm) {
+  std::vector<bool> chosen(store.unit_count(), false);
+  const bool in_memory = options.offload == OffloadStrategy::cpu_optimizer || options.offload == OffloadStrategy::cpu_full;
+  if (!options.speculative_update || !in_memory) return chosen;
+  const double budget = 0.9 * double(host_share(options));
+  double used = double(offload_host_bytes(options, store.layout(), comm));
+  for (size_t u = store.unit_count(); u-- > 0;) {
+    used += double(HostOptimizer::speculation_bytes(store.optimizer_grad(u).numel(), options.dtype, store.geometry(),
+                                                    options.optimizer.kind != OptimizerKind::sgd));
+    if (used > budget) break;
+    chosen[u] = true;
+  }
+  return chosen;
 }
 
 TrainingOptions with_overlap_default(TrainingOptions options) {
@@ -86,8 +115,12 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       storage = {true, cat(options.nvme_path, "/zerobench_rank", comm_->rank(), "_pid", ::getpid(), ".optim"),
                  options.aio};
     }
+    const std::vector<bool> speculative = speculative_units_for(options, store_, *comm_);
+    speculative_units_ = std::count(speculative.begin(), speculative.end(), true);
     host_optimizer_ = std::make_unique<HostOptimizer>(store_, host_allocator_, options.seed,
-                                                      options.optimizer.kind != OptimizerKind::sgd, storage);
+                                                      options.optimizer.kind != OptimizerKind::sgd, storage,
+                                                      speculative);
+    host_optimizer_->settle_speculation_before_step(options.settle_speculation);
     schedule_.attach(host_optimizer_.get());
   }
   const Shape ids{options.batch * options.seq};
@@ -102,6 +135,10 @@ StepStats Trainer::step() {
   const int world = comm_->size();
 
   if (store_.whole_grads()) store_.zero_gradients(backend_);
+  OptimizerParams params = options_.optimizer;
+  params.step = step_ + 1;
+  // What the update will be if clipping leaves the gradients as they are: the host may start on it.
+  if (speculative_units_ > 0) host_optimizer_->speculate(params);
   double loss = 0;
   PassTimes pass;
   // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
@@ -122,8 +159,7 @@ StepStats Trainer::step() {
   const double norm = std::sqrt(schedule_.gradient_sum_of_squares());
   if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
 
-  OptimizerParams params = options_.optimizer;
-  params.step = ++step_;
+  ++step_;
   // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
   if (options_.grad_clip > 0) params.grad_scale = float(std::min(1.0, options_.grad_clip / (norm + 1e-6)));
   const auto optimizer_start = backend_.record_event();

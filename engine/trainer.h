@@ -34,6 +34,12 @@ struct TrainingOptions {
   OffloadStrategy offload = OffloadStrategy::none;
   std::string nvme_path;  // the folder of the nvme strategy's files (one per rank, removed at the end)
   AioConfig aio;
+  // cpu_optimizer and cpu_full: update units on the host while backward runs, as if clipping changed
+  // nothing, into spare state; kept when it did not, redone when it did (see host_optimizer.h). Units get
+  // spare state, last block first, while this rank's share of the host's available memory holds it.
+  bool speculative_update = true;
+  int ranks_per_host = 1;  // the ranks sharing this host's memory (MPI's local size)
+  bool settle_speculation = false;  // tests: see HostOptimizer::settle_speculation_before_step
 };
 
 // overlap_comm as asked, or by default on in stage 3 and with offload (whose gradients go to the host as
@@ -74,6 +80,12 @@ class Trainer {
   // The nvme strategy: false when its file system refused O_DIRECT and the file uses buffered I/O (the page
   // cache then serves part of the traffic: a result to record beside the numbers).
   bool nvme_direct_io() const { return host_optimizer_ && host_optimizer_->direct_io(); }
+  // How many units update speculatively during backward (0 without offload, with nvme, or when the host
+  // lacked the memory).
+  int64_t speculative_units() const { return speculative_units_; }
+  HostOptimizer::SpeculationCounts speculation_counts() {
+    return host_optimizer_ ? host_optimizer_->speculation_counts() : HostOptimizer::SpeculationCounts{};
+  }
   Transformer& model() { return model_; }
   Communicator& communicator() { return *comm_; }
 
@@ -90,6 +102,7 @@ class Trainer {
   Transformer model_;
   ZeroSchedule schedule_;
   std::unique_ptr<HostOptimizer> host_optimizer_;  // the offload strategies'
+  int64_t speculative_units_ = 0;
   Buffer inputs_, targets_;
   int64_t step_ = 0;
 };

@@ -102,6 +102,8 @@ void ZeroSchedule::gradient_final(size_t unit) {
   if (host_ == nullptr) return;
   Tensor host_buffer = host_->gradient_buffer(unit);
   last_to_host_ = issue([&] { return comm_.copy(store_.optimizer_grad(unit), host_buffer); });
+  // The host may update the unit as soon as the copy lands, while backward goes on.
+  if (std::function<void()> landed = host_->landing_signal(unit)) comm_.after_issued(std::move(landed));
 }
 
 void ZeroSchedule::start_host_update(const OptimizerParams& params) {

@@ -37,6 +37,14 @@ Coefficients coefficients_of(const OptimizerParams& p) {
           p.kind == OptimizerKind::adamw};
 }
 
+// Where the shard's state is read from: the *_in arrays where given, else the state itself (in place).
+struct StateInputs {
+  const float *master, *m, *v;
+};
+StateInputs state_inputs(const CpuOptimizerShard& s) {
+  return {s.master_in ? s.master_in : s.master, s.m_in ? s.m_in : s.m, s.v_in ? s.v_in : s.v};
+}
+
 inline float load_value(const uint16_t* p, int64_t i) { return bf16_bits_to_float(p[i]); }
 inline float load_value(const float* p, int64_t i) { return p[i]; }
 inline void store_value(uint16_t* p, int64_t i, float x) { p[i] = float_to_bf16_bits(x); }
@@ -48,20 +56,21 @@ template <typename Model>
 void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin, int64_t end) {
   const Model* grad = static_cast<const Model*>(s.grad);
   Model* out = static_cast<Model*>(s.params_out);
+  const auto [master_in, m_in, v_in] = state_inputs(s);
   for (int64_t i = begin; i < end; ++i) {
-    float param = s.master[i];
+    float param = master_in[i];
     float g = load_value(grad, i) * c.scale;
     if (c.adam) {
       if (!c.decoupled) g += c.wd * param;
-      const float mi = c.beta1 * s.m[i] + (1 - c.beta1) * g;
-      const float vi = c.beta2 * s.v[i] + (1 - c.beta2) * g * g;
+      const float mi = c.beta1 * m_in[i] + (1 - c.beta1) * g;
+      const float vi = c.beta2 * v_in[i] + (1 - c.beta2) * g * g;
       s.m[i] = mi;
       s.v[i] = vi;
       if (c.decoupled) param -= c.lr * c.wd * param;
       param -= c.step_size * mi / (std::sqrt(vi * c.inv_bias2) + c.eps);
     } else {
       g += c.wd * param;
-      const float mi = c.momentum * s.m[i] + g;
+      const float mi = c.momentum * m_in[i] + g;
       s.m[i] = mi;
       param -= c.lr * mi;
     }
@@ -86,17 +95,18 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
   const __m256 decay = _mm256_set1_ps(1 - c.lr * c.wd);
   const auto* grad = static_cast<const uint16_t*>(s.grad);
   auto* out = static_cast<uint16_t*>(s.params_out);
+  const auto [master_in, m_in, v_in] = state_inputs(s);
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m128i g16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
     __m256 g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(g16), 16));
     g = _mm256_mul_ps(g, scale);
-    __m256 param = _mm256_loadu_ps(s.master + i);
-    const __m256 m = _mm256_loadu_ps(s.m + i);
+    __m256 param = _mm256_loadu_ps(master_in + i);
+    const __m256 m = _mm256_loadu_ps(m_in + i);
     if (c.adam) {
       if (!c.decoupled) g = _mm256_fmadd_ps(wd, param, g);
       const __m256 mi = _mm256_fmadd_ps(b1, m, _mm256_mul_ps(one_b1, g));
-      const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(s.v + i), _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
+      const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v_in + i), _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
       _mm256_storeu_ps(s.m + i, mi);
       _mm256_storeu_ps(s.v + i, vi);
       if (c.decoupled) param = _mm256_mul_ps(param, decay);
@@ -134,17 +144,18 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
   const __m512i round_bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
   const auto* grad = static_cast<const uint16_t*>(s.grad);
   auto* out = static_cast<uint16_t*>(s.params_out);
+  const auto [master_in, m_in, v_in] = state_inputs(s);
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m256i g16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
     __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(g16), 16));
     g = _mm512_mul_ps(g, scale);
-    __m512 param = _mm512_loadu_ps(s.master + i);
-    const __m512 m = _mm512_loadu_ps(s.m + i);
+    __m512 param = _mm512_loadu_ps(master_in + i);
+    const __m512 m = _mm512_loadu_ps(m_in + i);
     if (c.adam) {
       if (!c.decoupled) g = _mm512_fmadd_ps(wd, param, g);
       const __m512 mi = _mm512_fmadd_ps(b1, m, _mm512_mul_ps(one_b1, g));
-      const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(s.v + i), _mm512_mul_ps(_mm512_mul_ps(one_b2, g), g));
+      const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v_in + i), _mm512_mul_ps(_mm512_mul_ps(one_b2, g), g));
       _mm512_storeu_ps(s.m + i, mi);
       _mm512_storeu_ps(s.v + i, vi);
       if (c.decoupled) param = _mm512_mul_ps(param, decay);

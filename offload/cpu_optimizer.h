@@ -21,6 +21,8 @@ std::string_view simd_level_name(SimdLevel level);
 
 // One shard's update. v is unused (may be null) for SGD; params_out may be null when no copy is wanted, and
 // may be grad itself (each position's gradient is read before its weight is written there).
+// The state is updated in place, or, with master_in/m_in/v_in set, read from those and written to
+// master/m/v (the speculative update of the offload strategies keeps the state it started from).
 // Gradients and the weights' copy are bf16 bits (mixed precision) or, with fp32_model, fp32 (the CPU
 // backend's training dtype; those take the scalar path, which is there for correctness, not speed).
 struct CpuOptimizerShard {
@@ -31,6 +33,9 @@ struct CpuOptimizerShard {
   void* params_out = nullptr;  // bf16 bits rounded to nearest even, or float with fp32_model
   int64_t n = 0;
   bool fp32_model = false;
+  const float* master_in = nullptr;  // null: master itself (likewise m_in and v_in)
+  const float* m_in = nullptr;
+  const float* v_in = nullptr;
 };
 
 // Throws zb::Error when `level` is wider than this CPU runs.

@@ -17,7 +17,7 @@ using test::run_program;
 TEST(TrainCli, PrintsOneLineAStep) {
   const auto r = run_program("train", "--device cpu --model llama-tiny --num-steps 3 --seq-length 16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::regex line(R"(step (\d+)/3 \| loss \d+\.\d{4} \| \d+\.\d ms \| \d+ tok/s)");
+  const std::regex line(R"(step (\d+)/3 \| loss \d+\.\d{4} \| norm \d+\.\d{4} \| \d+\.\d ms \| \d+ tok/s)");
   int steps = 0;
   for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line); it != std::sregex_iterator(); ++it)
     EXPECT_EQ(std::stoi((*it)[1]), ++steps);

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -234,6 +236,36 @@ TEST_P(NcclCommunicatorTest, GroupedReduceScattersShareOneTicket) {
   comm->wait(c);
   EXPECT_THROW(comm->wait(c + 1), Error);
   EXPECT_TRUE(all_close(download(data), expected_sums(0, 3), 0));
+}
+
+// after_issued's callback runs once the copy issued before it has landed: it finds the whole copy in host
+// memory (a callback that ran early would find the poison of the last elements), and the caller never blocked.
+TEST_P(NcclCommunicatorTest, AfterIssuedRunsOnceTheCopyHasLanded) {
+  const int64_t n = 16 << 20;  // long enough for the copy to be in flight when the callback is queued
+  Tensor data = poisoned(n);
+  upload(values_of(rank, 0, n), data);
+  CudaBuffer pinned(data.bytes(), true);
+  std::memset(pinned.data(), 0xFF, data.bytes());
+  Tensor on_host(pinned.data(), Shape{n}, dtype(), Device::cpu());
+  comm->copy(data, on_host);
+  std::promise<bool> landed;
+  comm->after_issued([&] {
+    const auto* bytes = static_cast<const uint8_t*>(pinned.data());
+    const size_t size = size_t(data.bytes());
+    // The last elements are the last to land; values_of never gives all-ones bytes.
+    landed.set_value(std::memcmp(bytes + size - 64, std::vector<uint8_t>(64, 0xFF).data(), 64) != 0);
+  });
+  auto result = landed.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_TRUE(result.get());
+  std::vector<float> expected = values_of(rank, n - 16, n), last(16);
+  if (dtype() == DType::bf16) {
+    const auto* bits = static_cast<const uint16_t*>(pinned.data());
+    for (int i = 0; i < 16; ++i) last[i] = bf16_bits_to_float(bits[n - 16 + i]);
+  } else {
+    std::memcpy(last.data(), static_cast<const float*>(pinned.data()) + n - 16, 16 * sizeof(float));
+  }
+  EXPECT_TRUE(all_close(last, expected, 0));
 }
 
 TEST_P(NcclCommunicatorTest, DescribesAndAgreesOnTheHost) {

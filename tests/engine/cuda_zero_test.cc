@@ -10,6 +10,7 @@
 #include "comm/communicator_factory.h"
 #include "core/cuda_devices.h"
 #include "core/cuda_memory.h"
+#include "core/strings.h"
 #include "engine/trainer.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "models/model_registry.h"
@@ -24,6 +25,7 @@ namespace {
 struct Outcome {
   std::vector<double> losses;
   std::vector<std::vector<float>> params;
+  HostOptimizer::SpeculationCounts speculation;
 };
 
 // Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone.
@@ -40,6 +42,7 @@ Outcome train(const TrainingOptions& options, int steps, bool distributed) {
   Outcome run;
   for (int i = 0; i < steps; ++i) run.losses.push_back(trainer.step().loss);
   run.params = trainer.gather_parameters();
+  run.speculation = trainer.speculation_counts();
   return run;
 }
 
@@ -107,6 +110,40 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
       EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
     for (size_t u = 0; u < ours.params.size(); ++u)
       EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+  }
+}
+
+// Speculative updates on the GPU, where the communicator's stream callbacks say which gradients have landed:
+// with clipping off they are kept, with a bound that every step exceeds they are redone, and either way the
+// training is bit for bit that of the same strategy without speculation.
+TEST_P(CudaOffload, SpeculationEndsAsWithoutIt) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  const ZeroCase c = GetParam();
+  for (float clip : {0.0f, 1e-3f}) {
+    for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+      SCOPED_TRACE(cat(offload_strategy_name(strategy), ", clip ", clip));
+      TrainingOptions without = bf16_options(c.model, 4, 64);
+      without.grad_accum = c.grad_accum;
+      without.zero.stage = c.stage;
+      without.zero.stage3_param_persistence_threshold = 0;
+      without.grad_clip = clip;
+      without.offload = strategy;
+      without.speculative_update = false;
+      TrainingOptions with = without;
+      with.speculative_update = true;
+      with.settle_speculation = true;  // (a callback that comes after the step's norm still misses it)
+      const Outcome reference = train(without, 4, true), ours = train(with, 4, true);
+      EXPECT_EQ(ours.losses, reference.losses);
+      for (size_t u = 0; u < ours.params.size(); ++u) EXPECT_EQ(ours.params[u], reference.params[u]) << "unit " << u;
+      EXPECT_EQ(reference.speculation.kept + reference.speculation.discarded, 0);
+      if (clip == 0) {
+        EXPECT_GT(ours.speculation.kept, 0);
+        EXPECT_EQ(ours.speculation.discarded, 0);
+      } else {
+        EXPECT_EQ(ours.speculation.kept, 0);
+        EXPECT_GT(ours.speculation.discarded, 0);
+      }
+    }
   }
 }
 

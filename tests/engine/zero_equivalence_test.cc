@@ -21,6 +21,8 @@ namespace {
 struct Outcome {
   std::vector<double> losses, grad_norms;
   std::vector<std::vector<float>> params;  // per unit, unpadded
+  int64_t speculative_units = 0;
+  HostOptimizer::SpeculationCounts speculation;  // over every step (final once the weights are gathered)
 };
 
 TrainingOptions base_options(const std::string& model, int64_t grad_accum) {
@@ -56,6 +58,8 @@ Outcome train(const TrainingOptions& options, Communicator* comm) {
     run.grad_norms.push_back(stats.grad_norm);
   }
   run.params = trainer.gather_parameters();
+  run.speculative_units = trainer.speculative_units();
+  run.speculation = trainer.speculation_counts();
   return run;
 }
 
@@ -106,16 +110,39 @@ class OffloadEquivalence : public ::testing::TestWithParam<ZeroCase> {
     o.zero.stage3_param_persistence_threshold = 0;
     return o;
   }
+  static TrainingOptions offloaded(const TrainingOptions& plain, OffloadStrategy strategy,
+                                   const std::string& nvme_path = "") {
+    TrainingOptions o = plain;
+    o.offload = strategy;
+    o.nvme_path = nvme_path;
+    o.aio = AioConfig{16384, 4, 2, false, true};  // several requests per unit: read-ahead overlaps
+    return o;
+  }
   // The same training with `strategy` (its NVMe files, if any, under nvme_path) ends as `plain` does.
   static void expect_offload_matches_plain(const TrainingOptions& plain, OffloadStrategy strategy,
                                            const std::string& nvme_path = "") {
     Communicator& comm = test::mpi_communicator();
-    const Outcome reference = train(plain, &comm);
-    TrainingOptions offloaded = plain;
-    offloaded.offload = strategy;
-    offloaded.nvme_path = nvme_path;
-    offloaded.aio = AioConfig{16384, 4, 2, false, true};  // several requests per unit: read-ahead overlaps
-    expect_equivalent(train(offloaded, &comm), reference);
+    expect_equivalent(train(offloaded(plain, strategy, nvme_path), &comm), train(plain, &comm));
+  }
+  // Speculation settled before each step (so every unit speculates: copies are synchronous here) ends with
+  // the very bits of the same strategy without speculation, having kept or redone every unit's update.
+  static void expect_speculation(const TrainingOptions& plain, bool kept) {
+    Communicator& comm = test::mpi_communicator();
+    const int64_t units = ParameterLayout(plain.model).units().size();
+    for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+      SCOPED_TRACE(offload_strategy_name(strategy));
+      TrainingOptions without = offloaded(plain, strategy), with = without;
+      without.speculative_update = false;
+      with.settle_speculation = true;
+      const Outcome reference = train(without, &comm), outcome = train(with, &comm);
+      EXPECT_EQ(reference.speculative_units, 0);
+      EXPECT_EQ(outcome.speculative_units, units) << "the host has the memory for every unit's spare state";
+      EXPECT_EQ(outcome.speculation.kept, kept ? kSteps * units : 0);
+      EXPECT_EQ(outcome.speculation.discarded, kept ? 0 : kSteps * units);
+      EXPECT_EQ(outcome.losses, reference.losses);
+      EXPECT_EQ(outcome.grad_norms, reference.grad_norms);
+      for (size_t u = 0; u < reference.params.size(); ++u) EXPECT_EQ(outcome.params[u], reference.params[u]) << u;
+    }
   }
 };
 
@@ -127,6 +154,21 @@ TEST_P(OffloadEquivalence, CpuFullMatchesNoOffload) {
   TrainingOptions plain = plain_options(GetParam());
   plain.zero.stage3_prefetch_bucket_size = 30'000;  // prefetching across units whose update may not be done
   expect_offload_matches_plain(plain, OffloadStrategy::cpu_full);
+}
+
+// Speculative updates during backward: with clipping off each one is the update, and is kept; with a bound
+// so small that every step clips, each is dropped and the unit updated again. (Against no offload, the
+// tests above cover speculation as thread timing lets it happen.)
+TEST_P(OffloadEquivalence, SpeculativeUpdatesAreKeptWithoutClipping) {
+  TrainingOptions plain = plain_options(GetParam());
+  plain.grad_clip = 0;
+  expect_speculation(plain, /*kept=*/true);
+}
+
+TEST_P(OffloadEquivalence, SpeculativeUpdatesAreRedoneWhenTheStepClips) {
+  TrainingOptions plain = plain_options(GetParam());
+  plain.grad_clip = 1e-3f;  // far below these models' gradient norms
+  expect_speculation(plain, /*kept=*/false);
 }
 
 // nvme: the same state in a file per rank, streamed through the CPU optimizer in small requests (several per

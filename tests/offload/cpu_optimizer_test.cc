@@ -93,6 +93,36 @@ TEST(CpuOptimizer, WeightsWrittenOverTheGradientAreThoseOfASeparateOutput) {
   }
 }
 
+// The speculative update reads the state from one set of arrays and writes it to another, so that a step whose
+// gradients turn out to need clipping can be redone from the state it started from: the result must be the
+// in-place update's, bit for bit, and the arrays read must be left as they were.
+TEST_P(CpuOptimizer, StateWrittenAsideIsTheInPlaceUpdate) {
+  const int64_t n = 50'021;
+  OptimizerParams p;
+  p.kind = GetParam();
+  p.weight_decay = 0.1f;
+  p.step = 4;
+  for (int level = 0; level <= int(best_simd_level()); ++level) {
+    SCOPED_TRACE(simd_level_name(SimdLevel(level)));
+    const Shard start = random_shard(n, 23);
+    Shard in_place = start, source = start, aside = random_shard(n, 24);  // aside: garbage to be overwritten
+    cpu_optimizer_step({in_place.master.data(), in_place.grad.data(), in_place.m.data(), in_place.v.data(),
+                        in_place.out.data(), n}, p, SimdLevel(level));
+    CpuOptimizerShard shard{aside.master.data(), source.grad.data(), aside.m.data(), aside.v.data(),
+                            aside.out.data(), n};
+    shard.master_in = source.master.data(), shard.m_in = source.m.data(), shard.v_in = source.v.data();
+    cpu_optimizer_step(shard, p, SimdLevel(level));
+    EXPECT_EQ(aside.master, in_place.master);
+    EXPECT_EQ(aside.m, in_place.m);
+    if (p.kind != OptimizerKind::sgd) EXPECT_EQ(aside.v, in_place.v);
+    EXPECT_EQ(aside.out, in_place.out);
+    EXPECT_EQ(source.master, start.master);
+    EXPECT_EQ(source.m, start.m);
+    EXPECT_EQ(source.v, start.v);
+    EXPECT_NE(in_place.master, start.master);
+  }
+}
+
 TEST(CpuOptimizer, RefusesALevelTheCpuLacks) {
   if (best_simd_level() == SimdLevel::avx512) GTEST_SKIP() << "this CPU runs every level";
   const OptimizerParams p;
