@@ -4,12 +4,16 @@
 // bf16 gradient) and writes 14 (master, m, v and the bf16 weights). As in training, the weights are written
 // over the gradient they came from (the offload buffer carries the gradient down and the weights up); the
 // separate-output line shows what a fresh output array costs (its lines are read before they are written).
+// The speculative line is the update of the offload strategies during backward: the state read from one set
+// of arrays and written to another (non-temporal stores), with the weights in a separate array.
+// Arrays are page-aligned, as the host allocator's are.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "bench/cli.h"
@@ -18,6 +22,17 @@
 #include "offload/cpu_optimizer.h"
 
 namespace {
+
+template <typename T>
+using Array = std::unique_ptr<T[], decltype(&std::free)>;
+
+template <typename T>
+Array<T> page_aligned(int64_t n) {
+  const size_t bytes = (size_t(n) * sizeof(T) + 4095) / 4096 * 4096;
+  Array<T> array(static_cast<T*>(std::aligned_alloc(4096, bytes)), &std::free);
+  if (!array) throw zb::OutOfMemory("cpu_optimizer_bench: the arrays do not fit in host memory");
+  return array;
+}
 
 struct Flags {
   int64_t params = 100'000'000;
@@ -30,17 +45,25 @@ int run(const Flags& f) {
   const int64_t n = f.params;
   // Filled by the threads that will update them, as the optimizer splits the range: on a host of several
   // memory nodes each thread's pages are then local to it.
-  std::unique_ptr<float[]> master(new float[n]), m(new float[n]), v(new float[n]);
-  std::unique_ptr<uint16_t[]> grad(new uint16_t[n]), out(new uint16_t[n]);
+  Array<float> master = page_aligned<float>(n), m = page_aligned<float>(n), v = page_aligned<float>(n);
+  Array<float> spare_master = page_aligned<float>(n), spare_m = page_aligned<float>(n), spare_v = page_aligned<float>(n);
+  Array<uint16_t> grad = page_aligned<uint16_t>(n), out = page_aligned<uint16_t>(n);
   const uint16_t grad_bits = zb::float_to_bf16_bits(1e-3f);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) master[i] = 0.01f, m[i] = 0, v[i] = 0, grad[i] = grad_bits, out[i] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    master[i] = 0.01f, m[i] = 0, v[i] = 0, grad[i] = grad_bits, out[i] = 0;
+    spare_master[i] = 0, spare_m[i] = 0, spare_v[i] = 0;
+  }
   zb::OptimizerParams p;
   p.weight_decay = 0.01f;
   std::printf("cpu_optimizer_bench: AdamW over %lld parameters, %d OpenMP threads, best level %s\n", (long long)n,
               omp_get_max_threads(), std::string(zb::simd_level_name(zb::best_simd_level())).c_str());
-  auto measure = [&](zb::SimdLevel level, void* weights_out, const char* label) {
-    const zb::CpuOptimizerShard shard{master.get(), grad.get(), m.get(), v.get(), weights_out, n};
+  auto measure = [&](zb::SimdLevel level, void* weights_out, const char* label, bool aside = false) {
+    zb::CpuOptimizerShard shard{master.get(), grad.get(), m.get(), v.get(), weights_out, n};
+    if (aside) {
+      shard = {spare_master.get(), grad.get(), spare_m.get(), spare_v.get(), weights_out, n};
+      shard.master_in = master.get(), shard.m_in = m.get(), shard.v_in = v.get();
+    }
     zb::cpu_optimizer_step(shard, p, level);  // warm-up: threads started, pages mapped
     std::vector<double> seconds;
     for (int64_t r = 0; r < f.repeats; ++r) {
@@ -51,12 +74,13 @@ int run(const Flags& f) {
     }
     std::sort(seconds.begin(), seconds.end());
     const double median = seconds[seconds.size() / 2];
-    std::printf("%-7s %-15s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n",
+    std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n",
                 std::string(zb::simd_level_name(level)).c_str(), label, median * 1e3, n / median / 1e9,
                 28.0 * n / median / 1e9);
   };
   for (int level = 0; level <= int(zb::best_simd_level()); ++level) measure(zb::SimdLevel(level), grad.get(), "in place");
   measure(zb::best_simd_level(), out.get(), "separate output");
+  measure(zb::best_simd_level(), out.get(), "aside (speculative)", /*aside=*/true);
   return 0;
 }
 

@@ -50,6 +50,38 @@ inline float load_value(const float* p, int64_t i) { return p[i]; }
 inline void store_value(uint16_t* p, int64_t i, float x) { p[i] = float_to_bf16_bits(x); }
 inline void store_value(float* p, int64_t i, float x) { p[i] = x; }
 
+// Out of place (the speculative update), the state and the weights go to memory that is not in cache: a
+// plain store would first read each line (read-for-ownership), 14 more bytes per element on a kernel that
+// memory bounds. Non-temporal stores skip that read; they need aligned addresses, so they are used where the
+// arrays are aligned (the host allocator's are), and never in place, where the lines were just read anyway.
+struct Streaming {
+  bool state = false, weights = false;
+};
+
+Streaming streaming_for(const CpuOptimizerShard& s) {
+  auto aligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; };
+  Streaming out;
+  out.state = s.master_in && s.m_in && aligned(s.master, 64) && aligned(s.m, 64) && (!s.v || aligned(s.v, 64));
+  out.weights = out.state && s.params_out && s.params_out != s.grad && aligned(s.params_out, 32);
+  return out;
+}
+
+__attribute__((target("avx2,fma"))) inline void store8(float* p, __m256 x, bool stream) {
+  if (stream) {
+    _mm256_stream_ps(p, x);
+  } else {
+    _mm256_storeu_ps(p, x);
+  }
+}
+
+__attribute__((target("avx512f"))) inline void store16(float* p, __m512 x, bool stream) {
+  if (stream) {
+    _mm512_stream_ps(p, x);
+  } else {
+    _mm512_storeu_ps(p, x);
+  }
+}
+
 // Elements [begin, end), one at a time: the reference the vector paths follow. Model is the gradients' and
 // the weights' copy's element type (bf16 bits or float).
 template <typename Model>
@@ -85,8 +117,8 @@ __attribute__((target("avx2,fma"))) __m256i round_to_bf16_avx2(__m256i bits) {
   return _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
 }
 
-__attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin,
-                                                   int64_t end) {
+__attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, const Coefficients& c,
+                                                   Streaming streaming, int64_t begin, int64_t end) {
   const __m256 lr = _mm256_set1_ps(c.lr), b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
   const __m256 one_b1 = _mm256_set1_ps(1 - c.beta1), one_b2 = _mm256_set1_ps(1 - c.beta2);
   const __m256 eps = _mm256_set1_ps(c.eps), wd = _mm256_set1_ps(c.wd), scale = _mm256_set1_ps(c.scale);
@@ -107,34 +139,40 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
       if (!c.decoupled) g = _mm256_fmadd_ps(wd, param, g);
       const __m256 mi = _mm256_fmadd_ps(b1, m, _mm256_mul_ps(one_b1, g));
       const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v_in + i), _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
-      _mm256_storeu_ps(s.m + i, mi);
-      _mm256_storeu_ps(s.v + i, vi);
+      store8(s.m + i, mi, streaming.state);
+      store8(s.v + i, vi, streaming.state);
       if (c.decoupled) param = _mm256_mul_ps(param, decay);
       const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, inv_bias2)), eps);
       param = _mm256_sub_ps(param, _mm256_div_ps(_mm256_mul_ps(step_size, mi), denom));
     } else {
       g = _mm256_fmadd_ps(wd, param, g);
       const __m256 mi = _mm256_fmadd_ps(mu, m, g);
-      _mm256_storeu_ps(s.m + i, mi);
+      store8(s.m + i, mi, streaming.state);
       param = _mm256_fnmadd_ps(lr, mi, param);
     }
-    _mm256_storeu_ps(s.master + i, param);
+    store8(s.master + i, param, streaming.state);
     if (out) {
       const __m256i rounded = round_to_bf16_avx2(_mm256_castps_si256(param));
       // Pack the eight 32-bit halves into 16 bits: packus works per 128-bit lane, the permute joins the lanes.
       const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
+      auto* target = reinterpret_cast<__m128i*>(out + i);
+      if (streaming.weights) {
+        _mm_stream_si128(target, _mm256_castsi256_si128(packed));
+      } else {
+        _mm_storeu_si128(target, _mm256_castsi256_si128(packed));
+      }
     }
   }
   step_scalar<uint16_t>(s, c, i, end);
+  if (streaming.state) _mm_sfence();  // the streamed lines are visible before the unit is marked done
 }
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside its own intrinsics (their _mm512_undefined
 // operands); the warning is about the header, not this code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin,
-                                                    int64_t end) {
+__attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, const Coefficients& c,
+                                                    Streaming streaming, int64_t begin, int64_t end) {
   const __m512 lr = _mm512_set1_ps(c.lr), b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
   const __m512 one_b1 = _mm512_set1_ps(1 - c.beta1), one_b2 = _mm512_set1_ps(1 - c.beta2);
   const __m512 eps = _mm512_set1_ps(c.eps), wd = _mm512_set1_ps(c.wd), scale = _mm512_set1_ps(c.scale);
@@ -156,26 +194,32 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
       if (!c.decoupled) g = _mm512_fmadd_ps(wd, param, g);
       const __m512 mi = _mm512_fmadd_ps(b1, m, _mm512_mul_ps(one_b1, g));
       const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v_in + i), _mm512_mul_ps(_mm512_mul_ps(one_b2, g), g));
-      _mm512_storeu_ps(s.m + i, mi);
-      _mm512_storeu_ps(s.v + i, vi);
+      store16(s.m + i, mi, streaming.state);
+      store16(s.v + i, vi, streaming.state);
       if (c.decoupled) param = _mm512_mul_ps(param, decay);
       const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_mul_ps(vi, inv_bias2)), eps);
       param = _mm512_sub_ps(param, _mm512_div_ps(_mm512_mul_ps(step_size, mi), denom));
     } else {
       g = _mm512_fmadd_ps(wd, param, g);
       const __m512 mi = _mm512_fmadd_ps(mu, m, g);
-      _mm512_storeu_ps(s.m + i, mi);
+      store16(s.m + i, mi, streaming.state);
       param = _mm512_fnmadd_ps(lr, mi, param);
     }
-    _mm512_storeu_ps(s.master + i, param);
+    store16(s.master + i, param, streaming.state);
     if (out) {
       const __m512i bits = _mm512_castps_si512(param);
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
       const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round_bias, lsb)), 16);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+      auto* target = reinterpret_cast<__m256i*>(out + i);
+      if (streaming.weights) {
+        _mm256_stream_si256(target, _mm512_cvtepi32_epi16(rounded));
+      } else {
+        _mm256_storeu_si256(target, _mm512_cvtepi32_epi16(rounded));
+      }
     }
   }
   step_scalar<uint16_t>(s, c, i, end);
+  if (streaming.state) _mm_sfence();  // the streamed lines are visible before the unit is marked done
 }
 #pragma GCC diagnostic pop
 
@@ -201,6 +245,7 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
   ZB_CHECK(shard.n >= 0 && shard.master && shard.grad && shard.m && (params.kind == OptimizerKind::sgd || shard.v),
            "cpu_optimizer_step: missing buffers");
   const Coefficients c = coefficients_of(params);
+  const Streaming streaming = streaming_for(shard);
   // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (shard.n + kChunk - 1) / kChunk;
@@ -212,8 +257,8 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
       continue;
     }
     switch (level) {
-      case SimdLevel::avx512: step_avx512(shard, c, begin, end); break;
-      case SimdLevel::avx2: step_avx2(shard, c, begin, end); break;
+      case SimdLevel::avx512: step_avx512(shard, c, streaming, begin, end); break;
+      case SimdLevel::avx2: step_avx2(shard, c, streaming, begin, end); break;
       case SimdLevel::scalar: step_scalar<uint16_t>(shard, c, begin, end); break;
     }
   }

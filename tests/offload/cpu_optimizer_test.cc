@@ -4,6 +4,9 @@
 // and the bf16 copy exactly the rounded master.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 
 #include "core/bf16.h"
@@ -93,9 +96,19 @@ TEST(CpuOptimizer, WeightsWrittenOverTheGradientAreThoseOfASeparateOutput) {
   }
 }
 
+// n elements of T at a 64-byte boundary (where the optimizer streams its out-of-place stores), garbage.
+template <typename T>
+std::unique_ptr<T[], decltype(&std::free)> aligned_garbage(int64_t n) {
+  const size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
+  std::unique_ptr<T[], decltype(&std::free)> p(static_cast<T*>(std::aligned_alloc(64, bytes)), &std::free);
+  std::memset(p.get(), 0x5A, bytes);
+  return p;
+}
+
 // The speculative update reads the state from one set of arrays and writes it to another, so that a step whose
 // gradients turn out to need clipping can be redone from the state it started from: the result must be the
-// in-place update's, bit for bit, and the arrays read must be left as they were.
+// in-place update's, bit for bit, and the arrays read must be left as they were. Into aligned arrays the
+// stores are non-temporal, into others plain: both are checked.
 TEST_P(CpuOptimizer, StateWrittenAsideIsTheInPlaceUpdate) {
   const int64_t n = 50'021;
   OptimizerParams p;
@@ -105,21 +118,40 @@ TEST_P(CpuOptimizer, StateWrittenAsideIsTheInPlaceUpdate) {
   for (int level = 0; level <= int(best_simd_level()); ++level) {
     SCOPED_TRACE(simd_level_name(SimdLevel(level)));
     const Shard start = random_shard(n, 23);
-    Shard in_place = start, source = start, aside = random_shard(n, 24);  // aside: garbage to be overwritten
-    cpu_optimizer_step({in_place.master.data(), in_place.grad.data(), in_place.m.data(), in_place.v.data(),
-                        in_place.out.data(), n}, p, SimdLevel(level));
-    CpuOptimizerShard shard{aside.master.data(), source.grad.data(), aside.m.data(), aside.v.data(),
-                            aside.out.data(), n};
-    shard.master_in = source.master.data(), shard.m_in = source.m.data(), shard.v_in = source.v.data();
-    cpu_optimizer_step(shard, p, SimdLevel(level));
-    EXPECT_EQ(aside.master, in_place.master);
-    EXPECT_EQ(aside.m, in_place.m);
-    if (p.kind != OptimizerKind::sgd) EXPECT_EQ(aside.v, in_place.v);
-    EXPECT_EQ(aside.out, in_place.out);
+    Shard source = start;
+    Shard unaligned = random_shard(n, 24);  // garbage to be overwritten (at vector's alignment)
+    auto master = aligned_garbage<float>(n), m = aligned_garbage<float>(n), v = aligned_garbage<float>(n);
+    auto out = aligned_garbage<uint16_t>(n);
+    for (bool aligned : {false, true}) {
+      SCOPED_TRACE(aligned ? "64-byte aligned" : "vector-aligned");
+      CpuOptimizerShard shard{unaligned.master.data() + 1, source.grad.data(), unaligned.m.data() + 1,
+                              unaligned.v.data() + 1, unaligned.out.data() + 1, n - 1};
+      if (aligned) shard = {master.get(), source.grad.data(), m.get(), v.get(), out.get(), n};
+      shard.master_in = source.master.data(), shard.m_in = source.m.data(), shard.v_in = source.v.data();
+      if (!aligned) shard.grad = source.grad.data() + 1, shard.master_in += 1, shard.m_in += 1, shard.v_in += 1;
+      cpu_optimizer_step(shard, p, SimdLevel(level));
+      // The unaligned run skips element 0, to be off every boundary; its reference does too (which elements
+      // take the scalar tail path, whose rounding differs from FMA's, depends on where the range starts).
+      const int64_t first = aligned ? 0 : 1;
+      Shard in_place = start;
+      cpu_optimizer_step({in_place.master.data() + first, in_place.grad.data() + first, in_place.m.data() + first,
+                          in_place.v.data() + first, in_place.out.data() + first, n - first},
+                         p, SimdLevel(level));
+      auto written = [&](const float* x) { return std::vector<float>(x, x + (n - first)); };
+      auto expected = [&](const std::vector<float>& x) { return std::vector<float>(x.begin() + first, x.end()); };
+      EXPECT_EQ(written(shard.master), expected(in_place.master));
+      EXPECT_EQ(written(shard.m), expected(in_place.m));
+      if (p.kind != OptimizerKind::sgd) {
+        EXPECT_EQ(written(shard.v), expected(in_place.v));
+      }
+      EXPECT_NE(in_place.master, start.master);
+      const auto* bits = static_cast<const uint16_t*>(shard.params_out);
+      EXPECT_EQ(std::vector<uint16_t>(bits, bits + (n - first)),
+                std::vector<uint16_t>(in_place.out.begin() + first, in_place.out.end()));
+    }
     EXPECT_EQ(source.master, start.master);
     EXPECT_EQ(source.m, start.m);
     EXPECT_EQ(source.v, start.v);
-    EXPECT_NE(in_place.master, start.master);
   }
 }
 
