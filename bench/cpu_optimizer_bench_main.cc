@@ -43,8 +43,7 @@ int run(const Flags& f) {
   if (f.params <= 0 || f.params > (int64_t(1) << 34)) throw zb::UsageError("--params: must be in [1, 2^34]");
   if (f.repeats <= 0 || f.repeats > 10'000) throw zb::UsageError("--repeats: must be in [1, 10000]");
   const int64_t n = f.params;
-  // Filled by the threads that will update them, as the optimizer splits the range: on a host of several
-  // memory nodes each thread's pages are then local to it.
+  // First touched by all threads (the optimizer hands out its chunks dynamically, so no split is its own).
   Array<float> master = page_aligned<float>(n), m = page_aligned<float>(n), v = page_aligned<float>(n);
   Array<float> spare_master = page_aligned<float>(n), spare_m = page_aligned<float>(n), spare_v = page_aligned<float>(n);
   Array<uint16_t> grad = page_aligned<uint16_t>(n), out = page_aligned<uint16_t>(n);

@@ -247,9 +247,12 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
   const Coefficients c = coefficients_of(params);
   const Streaming streaming = streaming_for(shard);
   // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.
+  // Handed out dynamically, a few at a time: in training other threads share the cores (the one waiting on the
+  // GPU spins on one), and with a static split the thread that shares a core would set the pace of all.
+  // (The pinned state is first touched by the thread that allocates it, so a static split keeps no locality.)
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (shard.n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 4)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
     if (shard.fp32_model) {
