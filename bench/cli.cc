@@ -52,25 +52,35 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("speculative-update", po::value(&v.speculative_update)->default_value(v.speculative_update),
      "cpu_optimizer and cpu_full: update each unit on the CPU as its gradient lands during backward, as if "
      "clipping left it unchanged, into spare host memory; kept when the step's norm is within --grad-clip, "
-     "redone otherwise (the result is the same either way)")
-    ("aio-block-size", po::value(&v.aio.block_size)->default_value(v.aio.block_size), "bytes per NVMe request")
-    ("aio-queue-depth", po::value(&v.aio.queue_depth)->default_value(v.aio.queue_depth),
-     "NVMe requests in flight per thread")
-    ("aio-intra-op-parallelism", po::value(&v.aio.intra_op_parallelism)->default_value(v.aio.intra_op_parallelism),
-     "threads submitting one transfer's requests")
-    ("aio-single-submit", po::value(&v.aio.single_submit)->default_value(v.aio.single_submit),
-     "one request per submission call")
-    ("aio-overlap-events", po::value(&v.aio.overlap_events)->default_value(v.aio.overlap_events),
-     "refill the queue as requests complete");
+     "redone otherwise (the result is the same either way)");
   // clang-format on
+  add_aio_flags(flags, v.aio);
   add_zero_flags(flags, v.zero);
 }
 
-void add_zero_flags(po::options_description& flags, ZeroConfig& z) {
+void add_aio_flags(po::options_description& flags, AioConfig& aio) {
   // clang-format off
   flags.add_options()
-    ("zero-stage", po::value(&z.stage)->default_value(z.stage),
-     "ZeRO stage: 0 (data parallel), 1 (optimizer state partitioned), 2 (+ gradients), 3 (+ parameters)")
+    ("aio-block-size", po::value(&aio.block_size)->default_value(aio.block_size), "bytes per NVMe request")
+    ("aio-queue-depth", po::value(&aio.queue_depth)->default_value(aio.queue_depth),
+     "NVMe requests in flight per thread")
+    ("aio-intra-op-parallelism", po::value(&aio.intra_op_parallelism)->default_value(aio.intra_op_parallelism),
+     "threads submitting one transfer's requests")
+    ("aio-single-submit", po::value(&aio.single_submit)->default_value(aio.single_submit),
+     "one request per submission call")
+    ("aio-overlap-events", po::value(&aio.overlap_events)->default_value(aio.overlap_events),
+     "refill the queue as requests complete");
+  // clang-format on
+}
+
+void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_flag) {
+  if (stage_flag) {
+    flags.add_options()("zero-stage", po::value(&z.stage)->default_value(z.stage),
+                        "ZeRO stage: 0 (data parallel), 1 (optimizer state partitioned), 2 (+ gradients), 3 (+ "
+                        "parameters)");
+  }
+  // clang-format off
+  flags.add_options()
     ("reduce-bucket-size", po::value(&z.reduce_bucket_size)->default_value(z.reduce_bucket_size),
      "stages 0-1: elements of gradient reduced together (DeepSpeed reduce_bucket_size)")
     ("allgather-bucket-size", po::value(&z.allgather_bucket_size)->default_value(z.allgather_bucket_size),
@@ -208,6 +218,11 @@ std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank,
 
 int run_program(int argc, char** argv, const std::string& usage, po::options_description& flags,
                 const std::function<int()>& body) {
+  return run_program(argc, argv, usage, flags, [&](const po::variables_map&) { return body(); });
+}
+
+int run_program(int argc, char** argv, const std::string& usage, po::options_description& flags,
+                const std::function<int(const po::variables_map&)>& body) {
   flags.add_options()("help,h", "print this help and exit");
   try {
     po::variables_map vm;
@@ -217,7 +232,7 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
       return 0;
     }
     po::notify(vm);
-    return body();
+    return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return 2;
@@ -228,6 +243,15 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+}
+
+Device device_for_rank(Device device, const MpiWorld& world) {
+  if (world.size() == 1 || !device.is_cuda()) return device;
+  if (world.local_size() > cuda_device_count()) {
+    throw UsageError(cat("mpirun started ", world.local_size(), " ranks on ", world.host_name(), ", which has ",
+                         cuda_device_count(), " GPU(s): at most one rank per GPU"));
+  }
+  return Device::cuda(world.local_rank());
 }
 
 }  // namespace zb

@@ -9,6 +9,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "comm/mpi_world.h"
 #include "core/device.h"
 #include "engine/token_source.h"
 #include "engine/trainer.h"
@@ -41,7 +42,10 @@ struct TrainingFlags {
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 // The ZeRO knobs under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
-void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values);
+// (stage_flag: with --zero-stage; the comparison programs choose stages with their own flags.)
+void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values, bool stage_flag = true);
+// DeepSpeed's aio settings under its names; part of add_training_flags.
+void add_aio_flags(boost::program_options::options_description& flags, AioConfig& values);
 
 // The validated run: every check that needs no training happens here, so bad input fails before any work.
 struct TrainingRun {
@@ -55,6 +59,10 @@ struct TrainingRun {
 // Throws UsageError naming the flag and what it accepts.
 TrainingRun validate_training_flags(const TrainingFlags& flags);
 
+// Under mpirun with GPUs, each rank takes the GPU numbered by its place on its node (at most one rank per
+// GPU); otherwise `device` as it is.
+Device device_for_rank(Device device, const MpiWorld& world);
+
 // The token source the run asks for, for this rank.
 std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank = 0, int world = 1);
 
@@ -62,5 +70,8 @@ std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank 
 // other errors to 1, printing "error: ..." on stderr.
 int run_program(int argc, char** argv, const std::string& usage, boost::program_options::options_description& flags,
                 const std::function<int()>& body);
+// The same, for a body that needs to know which flags were given (vm[name].defaulted() when not).
+int run_program(int argc, char** argv, const std::string& usage, boost::program_options::options_description& flags,
+                const std::function<int(const boost::program_options::variables_map&)>& body);
 
 }  // namespace zb

@@ -23,14 +23,7 @@ struct TrainOnlyFlags {
 int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
   zb::TrainingRun run = zb::validate_training_flags(flags);
   run.options.ranks_per_host = world.local_size();
-  if (world.size() > 1 && run.device.is_cuda()) {
-    // One GPU per rank: the rank's place on its node picks it.
-    if (world.local_size() > zb::cuda_device_count()) {
-      throw zb::UsageError(zb::cat("mpirun started ", world.local_size(), " ranks on ", world.host_name(), ", which has ",
-                                   zb::cuda_device_count(), " GPU(s): at most one rank per GPU"));
-    }
-    run.device = zb::Device::cuda(world.local_rank());
-  }
+  run.device = zb::device_for_rank(run.device, world);
   if (!(extra.peak_tflops >= 0) || !std::isfinite(extra.peak_tflops)) {
     throw zb::UsageError(zb::cat("--peak-tflops: must be a positive number (0: look it up), got ", extra.peak_tflops));
   }

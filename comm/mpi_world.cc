@@ -1,5 +1,7 @@
 #include "comm/mpi_world.h"
 
+#include <cstring>
+
 #include <cstdlib>
 
 #include "comm/mpi_check.h"
@@ -64,7 +66,8 @@ MpiWorld::MpiWorld() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int version_length = 0;
   ZB_MPI_CHECK(MPI_Get_library_version(version, &version_length));
-  mpi_version_ = first_line_trimmed(std::string(version, static_cast<size_t>(version_length)));
+  // (Open MPI counts the terminating NUL in the length.)
+  mpi_version_ = first_line_trimmed(std::string(version, ::strnlen(version, static_cast<size_t>(version_length))));
 }
 
 MpiWorld::~MpiWorld() = default;

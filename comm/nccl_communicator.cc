@@ -43,6 +43,12 @@ size_t as_count(int64_t numel) { return static_cast<size_t>(numel); }
 
 }  // namespace
 
+std::string nccl_library_version() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return {};
+  return version_text(code);
+}
+
 NcclCommunicator::NcclCommunicator(const MpiWorld& world, int cuda_device, void* compute_stream)
     : mpi_(std::make_unique<MpiComm>()),
       rank_(world.rank()),

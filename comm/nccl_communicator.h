@@ -24,6 +24,10 @@ struct CUevent_st;
 
 namespace zb {
 
+// The NCCL library's version ("2.28.3"), whatever the job; for reports.
+std::string nccl_library_version();
+
+
 class MpiComm;
 class MpiWorld;
 

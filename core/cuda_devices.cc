@@ -22,4 +22,36 @@ std::string cuda_device_name(int ordinal) {
   return properties.name;
 }
 
+size_t cuda_device_memory_bytes(int ordinal) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return properties.totalGlobalMem;
+}
+
+namespace {
+// CUDA encodes versions as 1000 * major + 10 * minor.
+std::string version_text(int code) { return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10); }
+}  // namespace
+
+std::string cuda_driver_version() {
+  int code = 0;
+  if (cudaDriverGetVersion(&code) != cudaSuccess || code == 0) {
+    cudaGetLastError();
+    return {};
+  }
+  return version_text(code);
+}
+
+std::string cuda_runtime_version() {
+  int code = 0;
+  if (cudaRuntimeGetVersion(&code) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return version_text(code);
+}
+
 }  // namespace zb

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 
@@ -23,7 +24,15 @@ struct Slot {
 std::array<Slot, kSlots> slots;
 std::mutex slots_mutex;  // between registering threads; the handler takes no lock
 
+std::atomic<volatile std::sig_atomic_t*> interrupt_flag{nullptr};
+
 extern "C" void remove_and_end(int signal_number) {
+  // A program that stops gracefully takes the first Ctrl-C as a request (its destructors remove the files).
+  volatile std::sig_atomic_t* flag = interrupt_flag.load();
+  if (signal_number == SIGINT && flag != nullptr && *flag == 0) {
+    *flag = 1;
+    return;
+  }
   for (Slot& slot : slots)
     if (slot.used.load(std::memory_order_acquire)) ::unlink(slot.path);
   ::signal(signal_number, SIG_DFL);
@@ -40,6 +49,11 @@ void remove_files_on_termination() {
     sigemptyset(&action.sa_mask);
     for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal_number, &action, nullptr);
   });
+}
+
+void stop_gracefully_on_interrupt(volatile std::sig_atomic_t* flag) {
+  interrupt_flag.store(flag);
+  remove_files_on_termination();
 }
 
 void register_removal(const std::string& path) {

@@ -4,6 +4,7 @@
 // SIGINT or SIGHUP handler (unlink is async-signal-safe), which then lets the signal end the process.
 #pragma once
 
+#include <csignal>
 #include <string>
 
 namespace zb {
@@ -14,5 +15,9 @@ void remove_files_on_termination();
 // left to its owner's destructor alone.
 void register_removal(const std::string& path);
 void unregister_removal(const std::string& path);
+// For programs that stop gracefully on Ctrl-C (they finish writing what has finished, and their destructors
+// remove the files): the first SIGINT only sets *flag; a second one ends the process as SIGTERM does.
+// Installs the handlers too. `flag` must outlive the process's handling of signals (a static).
+void stop_gracefully_on_interrupt(volatile std::sig_atomic_t* flag);
 
 }  // namespace zb

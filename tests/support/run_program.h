@@ -14,8 +14,9 @@ struct ProgramResult {
   std::string output;
 };
 
-inline ProgramResult run_program(const std::string& program, const std::string& arguments) {
-  const std::string command = std::string(ZB_BINARY_DIR) + "/" + program + " " + arguments + " 2>&1";
+// A shell command line, its stderr merged into the output.
+inline ProgramResult run_command(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   ProgramResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return result;
@@ -24,6 +25,10 @@ inline ProgramResult run_program(const std::string& program, const std::string& 
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+inline ProgramResult run_program(const std::string& program, const std::string& arguments) {
+  return run_command(std::string(ZB_BINARY_DIR) + "/" + program + " " + arguments);
 }
 
 }  // namespace zb::test

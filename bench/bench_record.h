@@ -1,0 +1,73 @@
+// BenchRecord: what one configuration of zero_bench or offload_bench measured, and its outcome. One flat
+// JSON object per configuration, in a fixed column order, so that a results file is an array that
+// pandas.DataFrame(json.load(f)) turns into a row per configuration, and the CSV has the same columns.
+// Absent values (MFU without a known peak, NVMe rates without NVMe, everything of a failed run) are null in
+// JSON and empty in CSV.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zb {
+
+// Where and with what a run was made: the same for every record of one run.
+struct RunEnvironment {
+  std::string gpu_name;  // "CPU" on the CPU backend
+  int gpu_count = 0;     // GPUs used by the job (its ranks)
+  std::string driver_version, cuda_version, nccl_version, mpi_version;
+  std::string host_name, machine_name, cloud_provider;  // the last two from MACHINE_NAME, CLOUD_PROVIDER
+  std::string git_commit, timestamp;                    // timestamp: ISO 8601, UTC
+};
+
+struct BenchRecord {
+  // The configuration.
+  int stage = 0;
+  std::string strategy = "none";
+  int repeat = 1;  // how many times it ran (the step statistics pool every run's timed steps)
+  std::string model;
+  int64_t parameters = 0;
+  int world_size = 1;
+  int64_t batch_size = 0, seq_length = 0, grad_accum = 1;
+  std::string dtype;
+  // The outcome: "ok", "oom", "error" or "interrupted"; error holds the message of the rank that failed.
+  std::string status = "ok";
+  std::string error;
+
+  // Step time over the timed steps (after warm-up) of every repeat, in ms; stddev is of the repeats' means.
+  std::optional<double> avg_step_time_ms, p50_step_ms, p90_step_ms, min_step_ms, max_step_ms, stddev_step_ms;
+  std::optional<double> throughput_tokens_per_sec, throughput_tokens_per_sec_per_gpu, throughput_stddev;
+  std::optional<double> samples_per_sec, tflops_per_gpu, mfu;
+  // GPU memory, GB (1e9 bytes), the worst rank's: peak and still allocated at the end, and peak by pool,
+  // measured by the engine's allocator and predicted by the ZeRO formulas (activations: measured only).
+  std::optional<double> gpu_peak_gb, gpu_allocated_gb, gpu_capacity_gb;
+  std::optional<double> parameters_gb, gradients_gb, optimizer_state_gb, activations_gb, workspace_gb;
+  std::optional<double> predicted_parameters_gb, predicted_gradients_gb, predicted_optimizer_state_gb;
+  std::optional<double> cpu_memory_gb, cpu_pinned_gb;  // peak resident set, and the offload's host memory
+  std::optional<double> nvme_read_gb, nvme_write_gb, nvme_read_gbps, nvme_write_gbps;  // per step
+  std::optional<double> comm_bytes_per_step;                                           // collectives' payload per rank
+  // Per-phase times per step, ms.
+  std::optional<double> forward_ms, backward_ms, optimizer_ms, exposed_comm_ms;
+  std::optional<double> offload_to_host_ms, offload_cpu_optimizer_ms, offload_to_device_ms, offload_wait_ms;
+  std::optional<double> nvme_read_ms, nvme_write_ms;
+  std::optional<double> loss_first, loss_last;
+  std::optional<double> cost_per_1000_samples_usd;  // with --gpu-hour-usd
+  std::optional<double> efficiency;                 // tokens/s per peak GPU GB
+  std::string recommendation;
+
+  RunEnvironment environment;
+
+  bool ok() const { return status == "ok"; }
+  std::string label() const;  // how tables name it: see configuration_label
+};
+
+// "stage 2" without offload, "cpu_optimizer (stage 2)" with it.
+std::string configuration_label(int stage, const std::string& strategy);
+
+nlohmann::ordered_json to_json(const BenchRecord& record);
+// The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting).
+std::string to_csv(const std::vector<BenchRecord>& records);
+
+}  // namespace zb

@@ -1,0 +1,80 @@
+// BenchRunner: runs the configurations of one comparison, one after another, in one MPI job. Each run
+// trains with the engine (warm-up steps, then timed steps, --repeat times) and comes back as a BenchRecord.
+// A configuration that fails on any rank (out of memory, an I/O error, a NaN loss) is recorded as `oom` or
+// `error` on every rank, with the failing rank's message, after its memory is released (the trainer and
+// everything it allocated are gone before the next one starts); the runner then goes on.
+//
+// Ranks agree twice per configuration (after the trainer is built, where the largest allocations happen,
+// and at the end) and once per step on an interrupt. A failure that strikes one rank alone in the middle
+// of a step, while the others wait in a collective, is the case this cannot rescue.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bench/bench_record.h"
+#include "comm/communicator.h"
+#include "comm/mpi_world.h"
+#include "comm/rank_agreement.h"
+#include "core/device.h"
+#include "core/tracking_allocator.h"
+#include "engine/token_source.h"
+#include "engine/trainer.h"
+#include "kernels/backend.h"
+
+namespace zb {
+
+struct BenchSettings {
+  Device device;
+  int64_t num_steps = 20;    // timed steps
+  int64_t warmup_steps = 5;  // before them, not timed
+  int64_t repeat = 1;
+  std::optional<double> gpu_hour_usd;
+  std::optional<size_t> device_memory_limit;  // bytes of the engine's device allocations (tests)
+  std::string data_glob;                      // empty: synthetic tokens
+  TokenFileFormat data_format = TokenFileFormat::llmc;
+  std::optional<double> peak_tflops;  // the device's dense peak for MFU (none: no MFU)
+};
+
+// Where a run is: configuration index (1-based) of count, and the step (1-based) of all its steps.
+struct RunProgress {
+  int configuration = 1, configurations = 1;
+  int64_t step = 0, steps = 0;
+  std::string label;
+};
+
+class BenchRunner {
+ public:
+  BenchRunner(MpiWorld& world, const BenchSettings& settings);
+  ~BenchRunner();
+  BenchRunner(const BenchRunner&) = delete;
+  BenchRunner& operator=(const BenchRunner&) = delete;
+
+  // Runs one configuration; never throws for the configuration's own failures (they are its status).
+  // `interrupted` is polled once per step (any rank's yes stops every rank); on_step reports progress.
+  BenchRecord run(const TrainingOptions& options, RunProgress progress, const std::function<bool()>& interrupted,
+                  const std::function<void(const RunProgress&)>& on_step);
+
+  const RankAgreement& agreement() const { return agreement_; }
+  int world_size() const { return world_.size(); }
+  std::string communicator_description() const { return comm_->describe(); }
+
+ private:
+  MpiWorld& world_;
+  BenchSettings settings_;
+  TrackingAllocator allocator_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> comm_;
+  RankAgreement agreement_;
+};
+
+// The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights, gradients
+// and optimizer state for `parameters` elements, before padding.
+struct PredictedMemory {
+  double parameters = 0, gradients = 0, optimizer_state = 0;
+};
+PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world);
+
+}  // namespace zb

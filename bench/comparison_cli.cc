@@ -1,0 +1,273 @@
+#include "bench/comparison_cli.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "bench/deepspeed_config.h"
+#include "bench/gpu_peaks.h"
+#include "core/cuda_devices.h"
+#include "core/errors.h"
+#include "core/strings.h"
+
+namespace zb {
+
+namespace po = boost::program_options;
+
+void add_comparison_flags(po::options_description& options, ComparisonFlags& f, ComparisonKind kind) {
+  TrainingFlags& t = f.training;
+  t.seq_length = 512;
+  const bool zero = kind == ComparisonKind::zero_stages;
+  // clang-format off
+  options.add_options()
+    ("model", po::value(&t.model)->default_value(t.model),
+     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
+     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
+     "or a Hugging Face config.json or a folder holding one")
+    ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size), "samples per micro-batch, per GPU")
+    ("seq-length", po::value(&t.seq_length)->default_value(t.seq_length), "tokens per sample")
+    ("num-steps", po::value(&t.num_steps)->default_value(t.num_steps), "timed optimizer steps per configuration")
+    ("warmup-steps", po::value(&f.warmup_steps)->default_value(f.warmup_steps),
+     "optimizer steps before the timed ones (not timed)")
+    ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum), "micro-batches per optimizer step")
+    ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), "bf16 or fp32")
+    ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw, adam or sgd")
+    ("lr", po::value(&t.lr)->default_value(t.lr), "learning rate (constant)")
+    ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
+    ("device", po::value(&t.device)->default_value(t.device, "cuda"),
+     "cuda (one GPU per rank) or cpu; without a GPU, --device cpu must be given")
+    ("seed", po::value(&t.seed)->default_value(t.seed), "seed of the initialisation and the synthetic tokens")
+    ("repeat", po::value(&f.repeat)->default_value(f.repeat),
+     "runs of each configuration (mean and standard deviation over them)")
+    ("output-dir", po::value(&f.output_dir)->default_value(f.output_dir),
+     "folder of the results (JSON, CSV, chart, ds_config_recommended.json); created if missing")
+    ("gpu-hour-usd", po::value(&f.gpu_hour_usd)->default_value(f.gpu_hour_usd, "none"),
+     "price of one GPU-hour: adds the cost per 1,000 samples")
+    ("data", po::value(&t.data)->default_value(t.data, "synthetic"), "token files (a quoted glob)")
+    ("data-format", po::value(&t.data_format)->default_value(t.data_format), "llmc or raw")
+    ("config", po::value(&f.config),
+     "a DeepSpeed JSON config: its stage, offload, micro-batch, gradient accumulation, bf16/fp16, bucket "
+     "sizes and aio settings replace the defaults (flags given on the command line win)")
+    ("baseline", po::value(&f.baseline),
+     "regression mode: a results JSON of an earlier run; exit 1 when a configuration's throughput or GPU peak "
+     "memory is worse than it by more than --max-regression")
+    ("max-regression", po::value(&f.max_regression)->default_value(f.max_regression),
+     "percent of throughput lost or peak memory gained allowed against --baseline")
+    ("peak-tflops", po::value(&f.peak_tflops)->default_value(0.0, "from the GPU's name"),
+     "the GPU's dense bf16 peak in TFLOP/s, for MFU")
+    ("device-memory-limit-gb", po::value(&f.device_memory_limit_gb)->default_value(0.0, "none"),
+     "for tests: cap the engine's device allocations per rank, to force a configuration out of memory");
+  if (zero) {
+    options.add_options()
+      ("stages", po::value(&f.stages)->multitoken()->default_value(f.stages, "0 1 2 3"), "ZeRO stages to compare")
+      ("offload", po::value(&t.offload)->default_value(t.offload),
+       "offload strategy of every stage: none, cpu_optimizer, cpu_full or nvme")
+      ("nvme-path", po::value(&t.nvme_path), "folder of the nvme strategy's files");
+  } else {
+    options.add_options()
+      ("strategies", po::value(&f.strategies)->multitoken(),
+       "offload strategies to compare: none, cpu_optimizer, cpu_full, nvme (default: none cpu_optimizer "
+       "cpu_full, and nvme too when --nvme-path is given)")
+      ("nvme-path", po::value(&t.nvme_path), "folder of the nvme strategy's files (must exist and be writable)")
+      ("stage", po::value(&f.stage),
+       "ZeRO stage of every strategy (default: 2 without parameter offload, 3 with it, i.e. for cpu_full)");
+  }
+  options.add_options()
+    ("speculative-update", po::value(&t.speculative_update)->default_value(t.speculative_update),
+     "cpu_optimizer and cpu_full: update units on the CPU during backward, kept when the step does not clip");
+  // clang-format on
+  add_aio_flags(options, t.aio);
+  add_zero_flags(options, t.zero, /*stage_flag=*/false);
+}
+
+namespace {
+
+bool given(const po::variables_map& vm, const char* flag) {
+  return vm.count(flag) && !vm[flag].defaulted();
+}
+
+// DeepSpeed's offload devices as one of our strategies.
+std::string strategy_of(const DeepSpeedConfig& ds) {
+  const std::string optimizer = ds.offload_optimizer.value_or("none"), param = ds.offload_param.value_or("none");
+  if (optimizer == "nvme" || param == "nvme") return "nvme";
+  if (param == "cpu") return "cpu_full";
+  if (optimizer == "cpu") return "cpu_optimizer";
+  return "none";
+}
+
+// The config's values where the command line left the default.
+void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& vm, ComparisonFlags& f,
+                            ComparisonKind kind) {
+  TrainingFlags& t = f.training;
+  if (ds.stage) {
+    if (kind == ComparisonKind::zero_stages && !given(vm, "stages")) f.stages = {*ds.stage};
+    if (kind == ComparisonKind::offload_strategies && !given(vm, "stage")) f.stage = *ds.stage;
+  }
+  if (kind == ComparisonKind::zero_stages && !given(vm, "offload") && (ds.offload_optimizer || ds.offload_param)) {
+    t.offload = strategy_of(ds);
+  }
+  if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
+  if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;
+  if (ds.grad_accum && !given(vm, "grad-accum")) t.grad_accum = *ds.grad_accum;
+  if (ds.precision && !given(vm, "dtype")) {
+    if (*ds.precision == "fp16") {
+      throw UsageError(cat("--config ", f.config, ": fp16 is not supported; the engine trains in bf16 or fp32"));
+    }
+    t.dtype = *ds.precision;
+  }
+  if (ds.gradient_clipping && !given(vm, "grad-clip")) t.grad_clip = *ds.gradient_clipping;
+  if (ds.optimizer && !given(vm, "optimizer")) t.optimizer = *ds.optimizer;
+  if (ds.lr && !given(vm, "lr")) t.lr = *ds.lr;
+  if (ds.weight_decay && !given(vm, "weight-decay")) t.weight_decay = *ds.weight_decay;
+  ZeroConfig& z = t.zero;
+  if (ds.reduce_bucket_size && !given(vm, "reduce-bucket-size")) z.reduce_bucket_size = *ds.reduce_bucket_size;
+  if (ds.allgather_bucket_size && !given(vm, "allgather-bucket-size"))
+    z.allgather_bucket_size = *ds.allgather_bucket_size;
+  if (ds.overlap_comm && !vm.count("overlap-comm")) z.overlap_comm = *ds.overlap_comm;
+  if (ds.stage3_prefetch_bucket_size && !given(vm, "stage3-prefetch-bucket-size"))
+    z.stage3_prefetch_bucket_size = *ds.stage3_prefetch_bucket_size;
+  if (ds.stage3_param_persistence_threshold && !given(vm, "stage3-param-persistence-threshold"))
+    z.stage3_param_persistence_threshold = *ds.stage3_param_persistence_threshold;
+  AioConfig& a = t.aio;
+  if (ds.aio_block_size && !given(vm, "aio-block-size")) a.block_size = *ds.aio_block_size;
+  if (ds.aio_queue_depth && !given(vm, "aio-queue-depth")) a.queue_depth = *ds.aio_queue_depth;
+  if (ds.aio_intra_op_parallelism && !given(vm, "aio-intra-op-parallelism"))
+    a.intra_op_parallelism = *ds.aio_intra_op_parallelism;
+  if (ds.aio_single_submit && !given(vm, "aio-single-submit")) a.single_submit = *ds.aio_single_submit;
+  if (ds.aio_overlap_events && !given(vm, "aio-overlap-events")) a.overlap_events = *ds.aio_overlap_events;
+}
+
+void require_writable_folder(const std::string& path, const char* flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path)) {
+    throw UsageError(cat("--", flag, " ", path, ": cannot be created as a folder", ec ? ": " + ec.message() : ""));
+  }
+  if (::access(path.c_str(), W_OK) != 0) throw UsageError(cat("--", flag, " ", path, ": not writable"));
+}
+
+std::vector<OffloadStrategy> strategies_of(const ComparisonFlags& f) {
+  std::vector<std::string> names = f.strategies;
+  if (names.empty()) {
+    names = {"none", "cpu_optimizer", "cpu_full"};
+    if (!f.training.nvme_path.empty()) names.push_back("nvme");
+  }
+  std::vector<OffloadStrategy> out;
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    OffloadStrategy strategy;
+    try {
+      strategy = parse_offload_strategy(name);
+    } catch (const UsageError& e) {
+      throw UsageError(cat("--strategies: ", e.what()));
+    }
+    if (!seen.insert(name).second) throw UsageError(cat("--strategies: ", name, " is named twice"));
+    out.push_back(strategy);
+  }
+  return out;
+}
+
+}  // namespace
+
+ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, ComparisonKind kind) {
+  const char* program = kind == ComparisonKind::zero_stages ? "zero_bench" : "offload_bench";
+  if (!f.config.empty()) apply_deepspeed_config(read_deepspeed_config(f.config), vm, f, kind);
+  TrainingFlags& t = f.training;
+  // The GPU is the default; without one, say so and show the CPU form instead of silently using the CPU.
+  if (t.device.empty()) {
+    if (cuda_device_count() == 0) {
+      throw UsageError(cat("--device: no CUDA GPU is visible, and ", program, " runs on GPUs by default; to run ",
+                           "on the CPU, say so: ", program, " --device cpu --model gpt2-tiny ..."));
+    }
+    t.device = "cuda";
+  }
+  if (t.device == "cuda") t.device = "cuda:0";  // each rank's own GPU is chosen later
+  if (f.warmup_steps < 0 || f.warmup_steps > 1'000'000) {
+    throw UsageError(cat("--warmup-steps: must be an integer in [0, 1000000], got ", f.warmup_steps));
+  }
+  if (f.repeat < 1 || f.repeat > 1000) throw UsageError(cat("--repeat: must be in [1, 1000], got ", f.repeat));
+  if (!(f.gpu_hour_usd >= 0) || !std::isfinite(f.gpu_hour_usd)) {
+    throw UsageError(cat("--gpu-hour-usd: must be a non-negative price, got ", f.gpu_hour_usd));
+  }
+  if (!(f.max_regression >= 0 && f.max_regression <= 1000)) {
+    throw UsageError(cat("--max-regression: must be a percentage in [0, 1000], got ", f.max_regression));
+  }
+  if (!(f.peak_tflops >= 0) || !std::isfinite(f.peak_tflops)) {
+    throw UsageError(cat("--peak-tflops: must be a positive number (0: look it up), got ", f.peak_tflops));
+  }
+  if (!(f.device_memory_limit_gb >= 0) || !std::isfinite(f.device_memory_limit_gb)) {
+    throw UsageError(cat("--device-memory-limit-gb: must be a non-negative number, got ", f.device_memory_limit_gb));
+  }
+  if (!f.baseline.empty() && !std::ifstream(f.baseline)) {
+    throw UsageError(cat("--baseline ", f.baseline, ": cannot be read"));
+  }
+
+  ComparisonPlan plan;
+  plan.kind = kind;
+  std::vector<std::pair<int, OffloadStrategy>> runs;
+  if (kind == ComparisonKind::zero_stages) {
+    if (f.stages.empty()) throw UsageError("--stages: name at least one stage (0, 1, 2 or 3)");
+    std::set<int> seen;
+    for (int stage : f.stages) {
+      if (stage < 0 || stage > 3) throw UsageError(cat("--stages: ", stage, " is not a ZeRO stage (0, 1, 2, 3)"));
+      if (!seen.insert(stage).second) throw UsageError(cat("--stages: ", stage, " is named twice"));
+    }
+    // validate_training_flags checks --offload, and --nvme-path when it is nvme.
+  } else {
+    if (vm.count("stage") && (f.stage < 0 || f.stage > 3)) {
+      throw UsageError(cat("--stage: must be 0, 1, 2 or 3, got ", f.stage));
+    }
+  }
+  const std::vector<OffloadStrategy> strategies =
+      kind == ComparisonKind::offload_strategies ? strategies_of(f) : std::vector<OffloadStrategy>{};
+  const bool wants_nvme = std::find(strategies.begin(), strategies.end(), OffloadStrategy::nvme) != strategies.end();
+  if (wants_nvme && t.nvme_path.empty()) {
+    throw UsageError("--strategies: nvme needs --nvme-path FOLDER (a folder on the NVMe drive to hold its files)");
+  }
+  if (kind == ComparisonKind::offload_strategies) t.offload = wants_nvme ? "nvme" : "none";  // checks the path
+  const TrainingRun run = validate_training_flags(t);
+  require_writable_folder(f.output_dir, "output-dir");
+
+  if (kind == ComparisonKind::zero_stages) {
+    for (int stage : f.stages) runs.emplace_back(stage, run.options.offload);
+  } else {
+    for (OffloadStrategy strategy : strategies) {
+      runs.emplace_back(f.stage >= 0 ? f.stage : strategy == OffloadStrategy::cpu_full ? 3 : 2, strategy);
+    }
+  }
+  for (const auto& [stage, strategy] : runs) {
+    TrainingOptions options = run.options;
+    options.zero.stage = stage;
+    options.offload = strategy;
+    options.zero.overlap_comm = t.zero.overlap_comm;  // unset: the default of this stage and strategy
+    options.zero.overlap_comm = overlap_comm_default(options.zero, options.offload);
+    plan.configurations.push_back(options);
+  }
+
+  BenchSettings& s = plan.settings;
+  s.device = run.device;
+  s.num_steps = run.num_steps;
+  s.warmup_steps = f.warmup_steps;
+  s.repeat = f.repeat;
+  if (f.gpu_hour_usd > 0) s.gpu_hour_usd = f.gpu_hour_usd;
+  if (f.device_memory_limit_gb > 0) s.device_memory_limit = size_t(f.device_memory_limit_gb * 1e9);
+  s.data_glob = run.data_glob;
+  s.data_format = run.data_format;
+  if (f.peak_tflops > 0) {
+    s.peak_tflops = f.peak_tflops;
+  } else if (run.device.is_cuda() && run.options.dtype == DType::bf16) {
+    s.peak_tflops = bf16_peak_tflops(cuda_device_name(run.device.index));
+  }
+  plan.output_dir = f.output_dir;
+  plan.baseline = f.baseline;
+  plan.max_regression = f.max_regression;
+  plan.title = cat(program, ": ", run.options.model.name, ", batch ", run.options.batch, " x seq ", run.options.seq,
+                   run.options.grad_accum > 1 ? cat(" x accum ", run.options.grad_accum) : std::string(), " per GPU");
+  return plan;
+}
+
+}  // namespace zb

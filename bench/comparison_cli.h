@@ -1,0 +1,52 @@
+// The command line of zero_bench and offload_bench (Boost.Program_options): the flags and defaults of the
+// Python suite they replace, validated into a plan (the configurations to run, the settings, the outputs)
+// before any work starts. Bad input is a UsageError naming the flag (exit code 2).
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_runner.h"
+#include "bench/cli.h"
+
+namespace zb {
+
+enum class ComparisonKind { zero_stages, offload_strategies };
+
+struct ComparisonFlags {
+  TrainingFlags training;  // --model, --batch-size, ... as `train` has them (defaults below)
+  int64_t warmup_steps = 5;
+  std::string output_dir = "results";
+  int64_t repeat = 1;
+  double gpu_hour_usd = 0;  // 0: no cost column
+  std::string config;       // a DeepSpeed JSON config
+  std::string baseline;     // a results file to compare with (regression mode)
+  double max_regression = 5;
+  double peak_tflops = 0;
+  double device_memory_limit_gb = 0;    // tests: cap the engine's device allocations (0: none)
+  std::vector<int> stages{0, 1, 2, 3};  // zero_bench
+  std::vector<std::string> strategies;  // offload_bench
+  int stage = -1;                       // offload_bench (-1: by strategy)
+};
+
+void add_comparison_flags(boost::program_options::options_description& options, ComparisonFlags& flags,
+                          ComparisonKind kind);
+
+struct ComparisonPlan {
+  ComparisonKind kind = ComparisonKind::zero_stages;
+  BenchSettings settings;
+  std::vector<TrainingOptions> configurations;
+  std::string output_dir;
+  std::string baseline;
+  double max_regression = 5;
+  std::string title;  // of the chart and the console summary
+};
+
+// Validates everything (the output folder is created and must be writable) before any training.
+// `given` tells which flags were on the command line: a --config value replaces only defaults.
+ComparisonPlan plan_comparison(ComparisonFlags flags, const boost::program_options::variables_map& given,
+                               ComparisonKind kind);
+
+}  // namespace zb

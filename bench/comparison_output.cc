@@ -1,0 +1,136 @@
+#include "bench/comparison_output.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+
+#include "bench/deepspeed_config.h"
+#include "bench/run_environment.h"
+#include "bench/svg_chart.h"
+#include "core/errors.h"
+#include "core/strings.h"
+
+namespace zb {
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = cat(path, ".tmp.", ::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw IoError(cat("cannot write ", temporary));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw IoError(cat("cannot rename ", temporary, " to ", path));
+  }
+}
+
+namespace {
+
+
+// A float setting as the decimal it was given as (0.0003, not 0.0003000000142492354).
+double as_decimal(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", double(value));
+  return std::strtod(text, nullptr);
+}
+
+// The DeepSpeed settings of one of our configurations.
+DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
+  DeepSpeedConfig ds;
+  ds.stage = o.zero.stage;
+  const bool nvme = o.offload == OffloadStrategy::nvme;
+  ds.offload_optimizer = o.offload == OffloadStrategy::none ? "none" : nvme ? "nvme" : "cpu";
+  ds.offload_param = o.offload == OffloadStrategy::cpu_full ? "cpu" : "none";
+  if (nvme) ds.nvme_path = o.nvme_path;
+  ds.micro_batch = o.batch;
+  ds.grad_accum = o.grad_accum;
+  ds.precision = o.dtype == DType::bf16 ? "bf16" : "fp32";
+  ds.reduce_bucket_size = o.zero.reduce_bucket_size;
+  ds.allgather_bucket_size = o.zero.allgather_bucket_size;
+  ds.overlap_comm = o.zero.overlaps();
+  ds.stage3_prefetch_bucket_size = o.zero.stage3_prefetch_bucket_size;
+  ds.stage3_param_persistence_threshold = o.zero.stage3_param_persistence_threshold;
+  if (nvme) {
+    ds.aio_block_size = o.aio.block_size;
+    ds.aio_queue_depth = o.aio.queue_depth;
+    ds.aio_intra_op_parallelism = o.aio.intra_op_parallelism;
+    ds.aio_single_submit = o.aio.single_submit;
+    ds.aio_overlap_events = o.aio.overlap_events;
+  }
+  ds.gradient_clipping = as_decimal(o.grad_clip);
+  ds.optimizer = std::string(optimizer_kind_name(o.optimizer.kind));
+  ds.lr = as_decimal(o.optimizer.lr);
+  ds.weight_decay = as_decimal(o.optimizer.weight_decay);
+  return ds;
+}
+
+std::string gb(const std::optional<double>& value) {
+  if (!value) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GB", *value);
+  return text;
+}
+
+}  // namespace
+
+ComparisonFiles write_comparison(const std::string& output_dir, const std::string& stem, const std::string& title,
+                                 const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
+                                 std::optional<double> gpu_capacity_gb) {
+  const std::string base = cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
+  ComparisonFiles files{base + ".json", base + ".csv", base + ".svg", ""};
+  nlohmann::ordered_json array = nlohmann::ordered_json::array();
+  std::vector<ChartBar> bars;
+  for (const BenchRecord& r : records) {
+    array.push_back(to_json(r));
+    bars.push_back({r.label(), r.status, r.throughput_tokens_per_sec.value_or(0), r.throughput_stddev.value_or(0),
+                    r.gpu_peak_gb.value_or(0)});
+  }
+  write_file_atomically(files.json, array.dump(2) + "\n");
+  write_file_atomically(files.csv, to_csv(records));
+  write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0)));
+  if (recommended) {
+    files.recommended_config = output_dir + "/ds_config_recommended.json";
+    write_file_atomically(files.recommended_config,
+                          deepspeed_config_json(deepspeed_settings(*recommended)).dump(2) + "\n");
+  }
+  return files;
+}
+
+std::string summary_table(const std::vector<BenchRecord>& records) {
+  std::vector<std::vector<std::string>> rows{
+      {"Strategy", "GPU Mem", "CPU Mem", "Time", "Throughput", "Status", "Recommendation"}};
+  for (const BenchRecord& r : records) {
+    char time[32] = "-", rate[32] = "-";
+    if (r.avg_step_time_ms) std::snprintf(time, sizeof time, "%.1f ms", *r.avg_step_time_ms);
+    if (r.throughput_tokens_per_sec) std::snprintf(rate, sizeof rate, "%.0f tok/s", *r.throughput_tokens_per_sec);
+    rows.push_back({r.label(), gb(r.gpu_peak_gb), gb(r.cpu_memory_gb), time, rate, r.status, r.recommendation});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  std::string out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      std::string cell = rows[i][c];
+      if (c + 1 < rows[i].size()) cell.resize(widths[c], ' ');
+      out += (c ? " | " : "") + cell;
+    }
+    out += "\n";
+    if (i == 0) {
+      for (size_t c = 0; c < widths.size(); ++c) out += (c ? "-|-" : "") + std::string(widths[c], '-');
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace zb

@@ -1,0 +1,32 @@
+// What a comparison leaves in --output-dir and on the console: the results as JSON (an array of records)
+// and CSV, a chart of throughput and GPU peak memory, ds_config_recommended.json (a DeepSpeed config of the
+// recommended configuration), each written atomically (a temporary file, then a rename, so that no partial
+// file is ever left behind), and the summary table.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_record.h"
+#include "engine/trainer.h"
+
+namespace zb {
+
+// Writes `text` to `path` through a temporary file in the same folder; throws IoError naming the path.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+struct ComparisonFiles {
+  std::string json, csv, chart, recommended_config;  // paths written (recommended_config: empty without one)
+};
+
+// stem: "zero_comparison" or "offload_comparison"; the files get _<timestamp> (UTC, to the second).
+// recommended: the optimal configuration's options, if any succeeded.
+ComparisonFiles write_comparison(const std::string& output_dir, const std::string& stem, const std::string& title,
+                                 const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
+                                 std::optional<double> gpu_capacity_gb);
+
+// Strategy | GPU Mem | CPU Mem | Time | Throughput | Status | Recommendation, one line a configuration.
+std::string summary_table(const std::vector<BenchRecord>& records);
+
+}  // namespace zb

@@ -1,0 +1,135 @@
+#include "bench/comparison_program.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "bench/comparison_output.h"
+#include "bench/recommendation.h"
+#include "bench/regression.h"
+#include "bench/run_environment.h"
+#include "core/cuda_devices.h"
+#include "core/strings.h"
+#include "offload/removal_on_termination.h"
+
+namespace zb {
+
+namespace {
+
+// Set by the first Ctrl-C (see stop_gracefully_on_interrupt): a signal handler can only reach a static.
+volatile std::sig_atomic_t interrupt_requested = 0;
+
+// One progress line on stderr, redrawn in place on a terminal and one line a step otherwise (logs).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled), terminal_(::isatty(STDERR_FILENO) == 1) {}
+  ~ProgressLine() { finish(); }
+
+  void show(const RunProgress& p, int64_t steps_done, int64_t steps_total) {
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double eta = steps_done > 0 ? elapsed / double(steps_done) * double(steps_total - steps_done) : 0;
+    const std::string text = cat("configuration ", p.configuration, "/", p.configurations, " (", p.label, "): step ",
+                                 p.step, "/", p.steps, ", ETA ", int64_t(eta + 0.5), " s");
+    std::fprintf(stderr, terminal_ ? "\r%-100s" : "%s\n", text.c_str());
+    std::fflush(stderr);
+    drawn_ = terminal_;
+  }
+  void finish() {
+    if (drawn_) std::fprintf(stderr, "\n");
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_, terminal_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options::variables_map& vm,
+            ComparisonKind kind) {
+  ComparisonPlan plan = plan_comparison(flags, vm, kind);
+  plan.settings.device = device_for_rank(plan.settings.device, world);
+  if (!plan.baseline.empty()) find_regressions({}, plan.baseline, plan.max_regression);  // readable, an array
+  const bool printer = world.rank() == 0;
+  stop_gracefully_on_interrupt(&interrupt_requested);
+
+  BenchRunner runner(world, plan.settings);
+  const RunEnvironment environment = describe_environment(world, plan.settings.device);
+  std::optional<double> capacity;
+  if (plan.settings.device.is_cuda()) capacity = double(cuda_device_memory_bytes(plan.settings.device.index)) / 1e9;
+  if (printer) {
+    std::printf("%s\n%s on %s | %s | %d configuration(s), %lld warm-up + %lld timed steps each, repeated %lld\n",
+                plan.title.c_str(), runner.communicator_description().c_str(), environment.gpu_name.c_str(),
+                environment.host_name.c_str(), int(plan.configurations.size()), (long long)plan.settings.warmup_steps,
+                (long long)plan.settings.num_steps, (long long)plan.settings.repeat);
+    std::fflush(stdout);
+  }
+
+  ProgressLine progress_line(printer);
+  const int count = int(plan.configurations.size());
+  const int64_t steps_each = plan.settings.repeat * (plan.settings.warmup_steps + plan.settings.num_steps);
+  std::vector<BenchRecord> records;
+  std::vector<const TrainingOptions*> options_of;
+  bool interrupted = false;
+  for (int i = 0; i < count; ++i) {
+    const TrainingOptions& options = plan.configurations[size_t(i)];
+    RunProgress progress{i + 1, count, 0, 0,
+                         configuration_label(options.zero.stage, std::string(offload_strategy_name(options.offload)))};
+    BenchRecord record = runner.run(
+        options, progress, [] { return interrupt_requested != 0; },
+        [&](const RunProgress& p) { progress_line.show(p, i * steps_each + p.step, count * steps_each); });
+    if (record.status == "interrupted") {
+      interrupted = true;
+      break;  // what has finished is written below; the interrupted configuration is not a result
+    }
+    record.environment = environment;
+    if (capacity) record.gpu_capacity_gb = capacity;
+    records.push_back(std::move(record));
+    options_of.push_back(&options);
+  }
+  progress_line.finish();
+
+  const std::optional<size_t> best = recommend(records, capacity);
+  int exit_code = interrupted ? 130 : 0;
+  if (printer) {
+    const ComparisonFiles files = write_comparison(
+        plan.output_dir, kind == ComparisonKind::zero_stages ? "zero_comparison" : "offload_comparison", plan.title,
+        records, best ? options_of[*best] : nullptr, capacity);
+    std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records).c_str(), files.json.c_str(),
+                files.csv.c_str(), files.chart.c_str());
+    if (!files.recommended_config.empty()) {
+      std::printf("recommended (%s): %s\n", records[*best].label().c_str(), files.recommended_config.c_str());
+    }
+    if (interrupted) std::printf("interrupted: %zu of %d configuration(s) finished\n", records.size(), count);
+    if (!plan.baseline.empty()) {
+      const std::vector<std::string> regressions = find_regressions(records, plan.baseline, plan.max_regression);
+      for (const std::string& line : regressions) std::printf("REGRESSION: %s\n", line.c_str());
+      if (regressions.empty()) std::printf("no regression against %s\n", plan.baseline.c_str());
+      if (!regressions.empty() && exit_code == 0) exit_code = 1;
+    }
+    std::fflush(stdout);
+  }
+  return int(runner.agreement().max(double(exit_code)));
+}
+
+}  // namespace
+
+int run_comparison(int argc, char** argv, ComparisonKind kind) {
+  MpiWorld world;
+  ComparisonFlags flags;
+  namespace po = boost::program_options;
+  const bool zero = kind == ComparisonKind::zero_stages;
+  po::options_description options(zero ? "zero_bench options" : "offload_bench options");
+  add_comparison_flags(options, flags, kind);
+  const std::string usage =
+      zero ? "usage: [mpirun -np N] zero_bench [options]\nTrains the model with each ZeRO stage in turn (one rank "
+             "per GPU) and reports throughput, memory and the recommended stage."
+           : "usage: [mpirun -np N] offload_bench [options]\nTrains the model with each offload strategy in turn "
+             "(one rank per GPU) and reports throughput, GPU and host memory and the recommended strategy.";
+  return run_program(argc, argv, usage, options,
+                     [&](const po::variables_map& vm) { return compare(world, flags, vm, kind); });
+}
+
+}  // namespace zb

@@ -1,0 +1,18 @@
+// The recommendation users already apply to these comparisons: among the configurations that succeeded,
+// the highest throughput is OPTIMAL; each other one says why not (how much slower, how much more or less
+// GPU memory); a configuration above 90% of the GPU's memory is flagged as barely fitting; those that failed
+// say so.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "bench/bench_record.h"
+
+namespace zb {
+
+// Fills each record's `recommendation`; returns the index of the optimal one (none when nothing succeeded).
+// gpu_capacity_gb: the GPU's memory (absent on the CPU backend: nothing is flagged as barely fitting).
+std::optional<size_t> recommend(std::vector<BenchRecord>& records, std::optional<double> gpu_capacity_gb);
+
+}  // namespace zb

@@ -1,0 +1,6 @@
+// zero_bench: ZeRO stages 0-3 compared on one model (see bench/comparison_program.h).
+#include "bench/comparison_program.h"
+
+int main(int argc, char** argv) {
+  return zb::run_comparison(argc, argv, zb::ComparisonKind::zero_stages);
+}

@@ -1,0 +1,46 @@
+#include "comm/rank_agreement.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "comm/mpi_check.h"
+#include "comm/mpi_comm.h"
+
+namespace zb {
+
+RankAgreement::RankAgreement() : comm_(std::make_unique<MpiComm>()) {}
+RankAgreement::~RankAgreement() = default;
+
+int RankAgreement::rank() const {
+  return comm_->rank();
+}
+int RankAgreement::size() const {
+  return comm_->size();
+}
+
+RankAgreement::Outcome RankAgreement::worst(int status, const std::string& message) const {
+  Outcome out;
+  ZB_MPI_CHECK(MPI_Allreduce(&status, &out.status, 1, MPI_INT, MPI_MAX, comm_->get()));
+  // The lowest rank holding the worst status speaks for all.
+  int candidate = status == out.status ? comm_->rank() : comm_->size();
+  ZB_MPI_CHECK(MPI_Allreduce(&candidate, &out.rank, 1, MPI_INT, MPI_MIN, comm_->get()));
+  unsigned long long length = out.rank == comm_->rank() ? message.size() : 0;
+  comm_->broadcast_bytes(&length, sizeof length, out.rank);
+  std::vector<char> text(length);
+  if (out.rank == comm_->rank()) std::copy(message.begin(), message.end(), text.begin());
+  if (length > 0) comm_->broadcast_bytes(text.data(), length, out.rank);
+  out.message.assign(text.begin(), text.end());
+  return out;
+}
+
+double RankAgreement::max(double value) const {
+  double out = 0;
+  ZB_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm_->get()));
+  return out;
+}
+
+double RankAgreement::sum(double value) const {
+  return comm_->sum_over_ranks(value);
+}
+
+}  // namespace zb

@@ -1,0 +1,374 @@
+// zero_bench and offload_bench end to end on the CPU backend, as MPI jobs of 2 ranks (mpirun --oversubscribe)
+// with the tiny models: every configuration runs; the JSON and CSV parse and hold every field; the chart and
+// the recommended DeepSpeed config are written; a configuration forced out of memory is recorded as `oom`
+// while the others succeed; regression mode fails on a doctored baseline and passes on the true one; bad input
+// gives exit code 2 and a message naming the flag, and writes nothing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "support/run_program.h"
+#include "support/temp_dir.h"
+
+namespace zb::test {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the file's key order
+namespace fs = std::filesystem;
+
+// Every field the issue asks each record to hold.
+const std::vector<std::string> kFields = {"stage",
+                                          "strategy",
+                                          "status",
+                                          "error",
+                                          "model",
+                                          "parameters",
+                                          "world_size",
+                                          "batch_size",
+                                          "seq_length",
+                                          "grad_accum",
+                                          "dtype",
+                                          "avg_step_time_ms",
+                                          "p50_step_ms",
+                                          "p90_step_ms",
+                                          "min_step_ms",
+                                          "max_step_ms",
+                                          "stddev_step_ms",
+                                          "throughput_tokens_per_sec",
+                                          "throughput_tokens_per_sec_per_gpu",
+                                          "throughput_stddev",
+                                          "samples_per_sec",
+                                          "tflops_per_gpu",
+                                          "mfu",
+                                          "gpu_peak_gb",
+                                          "gpu_allocated_gb",
+                                          "parameters_gb",
+                                          "gradients_gb",
+                                          "optimizer_state_gb",
+                                          "activations_gb",
+                                          "predicted_parameters_gb",
+                                          "predicted_gradients_gb",
+                                          "predicted_optimizer_state_gb",
+                                          "cpu_memory_gb",
+                                          "cpu_pinned_gb",
+                                          "nvme_read_gb",
+                                          "nvme_write_gb",
+                                          "nvme_read_gbps",
+                                          "nvme_write_gbps",
+                                          "comm_bytes_per_step",
+                                          "forward_ms",
+                                          "backward_ms",
+                                          "optimizer_ms",
+                                          "exposed_comm_ms",
+                                          "offload_to_host_ms",
+                                          "offload_cpu_optimizer_ms",
+                                          "offload_to_device_ms",
+                                          "loss_first",
+                                          "loss_last",
+                                          "cost_per_1000_samples_usd",
+                                          "efficiency",
+                                          "recommendation",
+                                          "gpu_name",
+                                          "gpu_count",
+                                          "driver_version",
+                                          "cuda_version",
+                                          "nccl_version",
+                                          "mpi_version",
+                                          "host_name",
+                                          "machine_name",
+                                          "cloud_provider",
+                                          "git_commit",
+                                          "timestamp"};
+
+const std::string kTiny =
+    "--device cpu --model gpt2-tiny --batch-size 2 --seq-length 32 --num-steps 2 --warmup-steps 1";
+
+ProgramResult run_job(const std::string& program, const std::string& arguments, int ranks = 2) {
+  return run_command(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
+                     ZB_MPIEXEC + " -np " + std::to_string(ranks) + " --oversubscribe " + ZB_BINARY_DIR + "/" +
+                     program + " " + arguments);
+}
+
+// The one file in `dir` whose name starts with `prefix` and ends with `suffix`.
+fs::path only_file(const fs::path& dir, const std::string& prefix, const std::string& suffix) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(entry.path());
+  }
+  EXPECT_EQ(found.size(), 1u) << prefix << "*" << suffix << " in " << dir;
+  return found.empty() ? fs::path() : found[0];
+}
+
+Json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return Json::parse(in);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// RFC 4180 lines into fields (quoted fields may hold commas and doubled quotes; no line breaks here).
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"')
+        field += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        field += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(field), field.clear();
+    } else if (c == '\n') {
+      row.push_back(field), field.clear();
+      rows.push_back(row), row.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  return rows;
+}
+
+void expect_every_field(const Json& records) {
+  ASSERT_TRUE(records.is_array());
+  for (const Json& record : records) {
+    for (const std::string& field : kFields) EXPECT_TRUE(record.contains(field)) << field;
+  }
+}
+
+TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
+  TempDir out;
+  const ProgramResult r =
+      run_job("zero_bench", kTiny +
+                                " --repeat 2 --gpu-hour-usd 2.5 --stage3-param-persistence-threshold 0 "
+                                "--output-dir " +
+                                out.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(Strategy +\| GPU Mem +\| CPU Mem +\| Time +\| Throughput +\| )"
+                                                     R"(Status +\| Recommendation)")))
+      << r.output;
+
+  const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
+  expect_every_field(records);
+  ASSERT_EQ(records.size(), 4u);
+  int optimal = -1;
+  for (int stage = 0; stage < 4; ++stage) {
+    const Json& record = records[size_t(stage)];
+    SCOPED_TRACE(stage);
+    EXPECT_EQ(record["stage"], stage);
+    EXPECT_EQ(record["status"], "ok") << record["error"];
+    EXPECT_EQ(record["world_size"], 2);
+    EXPECT_GT(record["throughput_tokens_per_sec"].get<double>(), 0);
+    EXPECT_NEAR(record["throughput_tokens_per_sec_per_gpu"].get<double>() * 2,
+                record["throughput_tokens_per_sec"].get<double>(),
+                1e-6 * record["throughput_tokens_per_sec"].get<double>());
+    EXPECT_TRUE(record["throughput_stddev"].is_number()) << "two repeats give a standard deviation";
+    EXPECT_GT(record["cost_per_1000_samples_usd"].get<double>(), 0);
+    EXPECT_GT(record["gpu_peak_gb"].get<double>(), 0);
+    EXPECT_TRUE(record["loss_first"].is_number() && record["loss_last"].is_number());
+    if (record["recommendation"] == "OPTIMAL") {
+      EXPECT_EQ(optimal, -1) << "one configuration is optimal";
+      optimal = stage;
+    }
+  }
+  ASSERT_GE(optimal, 0);
+  // The ZeRO formulas: stage 3 holds half of stage 0's weights per rank, stages 1-3 half the optimizer state.
+  EXPECT_NEAR(records[3]["predicted_parameters_gb"].get<double>() * 2,
+              records[0]["predicted_parameters_gb"].get<double>(), 1e-12);
+  EXPECT_NEAR(records[1]["predicted_optimizer_state_gb"].get<double>() * 2,
+              records[0]["predicted_optimizer_state_gb"].get<double>(), 1e-12);
+  // Measured: stage 1 keeps about half of stage 0's optimizer state on each rank (its shard, padded).
+  EXPECT_LT(records[1]["optimizer_state_gb"].get<double>(), 0.6 * records[0]["optimizer_state_gb"].get<double>());
+  EXPECT_GT(records[1]["optimizer_state_gb"].get<double>(), 0.4 * records[0]["optimizer_state_gb"].get<double>());
+
+  const auto rows = parse_csv(read_text(only_file(out.path(), "zero_comparison_", ".csv")));
+  ASSERT_EQ(rows.size(), 5u);
+  std::vector<std::string> keys;
+  for (const auto& item : records[0].items()) keys.push_back(item.key());
+  EXPECT_EQ(rows[0], keys) << "the CSV's columns are the JSON's keys, in order";
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), keys.size());
+    EXPECT_EQ(rows[i][0], std::to_string(i - 1));  // stage
+    EXPECT_DOUBLE_EQ(
+        std::stod(rows[i][size_t(std::find(keys.begin(), keys.end(), "throughput_tokens_per_sec") - keys.begin())]),
+        records[i - 1]["throughput_tokens_per_sec"].get<double>());
+  }
+
+  const std::string chart = read_text(only_file(out.path(), "zero_comparison_", ".svg"));
+  EXPECT_EQ(chart.rfind("<svg", 0), 0u);
+  const Json ds = read_json(out.path() / "ds_config_recommended.json");
+  EXPECT_EQ(ds["zero_optimization"]["stage"], optimal);
+  EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 2);
+  for (const auto& entry : fs::directory_iterator(out.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "no temporary file left: " << entry.path();
+}
+
+TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
+  TempDir out, nvme;
+  const ProgramResult r =
+      run_job("offload_bench", kTiny + " --output-dir " + out.path().string() + " --nvme-path " + nvme.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
+  expect_every_field(records);
+  ASSERT_EQ(records.size(), 4u) << "none, cpu_optimizer, cpu_full and nvme (--nvme-path given)";
+  const std::vector<std::pair<std::string, int>> expected = {
+      {"none", 2}, {"cpu_optimizer", 2}, {"cpu_full", 3}, {"nvme", 2}};  // stage 3 for parameter offload
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Json& record = records[i];
+    SCOPED_TRACE(expected[i].first);
+    EXPECT_EQ(record["strategy"], expected[i].first);
+    EXPECT_EQ(record["stage"], expected[i].second);
+    EXPECT_EQ(record["status"], "ok") << record["error"];
+    if (i > 0) {
+      EXPECT_GT(record["cpu_pinned_gb"].get<double>(), 0) << "the optimizer state is on the host";
+      EXPECT_TRUE(record["offload_cpu_optimizer_ms"].is_number());
+      EXPECT_EQ(record["predicted_optimizer_state_gb"].get<double>(), 0);
+    }
+  }
+  EXPECT_GT(records[3]["nvme_read_gb"].get<double>(), 0);
+  EXPECT_GT(records[3]["nvme_write_gb"].get<double>(), 0);
+  EXPECT_TRUE(records[0]["nvme_read_gb"].is_null());
+  EXPECT_TRUE(fs::is_empty(nvme.path())) << "the nvme strategy's files are removed";
+}
+
+TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
+  TempDir first, second;
+  const ProgramResult free_run = run_job("zero_bench", kTiny + " --stages 0 3 --output-dir " + first.path().string());
+  ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
+  const Json measured = read_json(only_file(first.path(), "zero_comparison_", ".json"));
+  const double stage0 = measured[0]["gpu_peak_gb"], stage3 = measured[1]["gpu_peak_gb"];
+  ASSERT_GT(stage0, stage3 * 1.05) << "stage 3 must need less memory than stage 0 for this test to mean anything";
+  const double limit = (stage0 + stage3) / 2;
+  const ProgramResult r = run_job("zero_bench", kTiny + " --stages 0 3 --device-memory-limit-gb " +
+                                                    std::to_string(limit) + " --output-dir " + second.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(second.path(), "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["status"], "oom");
+  EXPECT_NE(records[0]["error"].get<std::string>().find("out of host memory"), std::string::npos)
+      << records[0]["error"];
+  EXPECT_TRUE(records[0]["throughput_tokens_per_sec"].is_null());
+  EXPECT_EQ(records[0]["recommendation"], "does not fit: out of memory");
+  EXPECT_EQ(records[1]["status"], "ok") << records[1]["error"];
+  EXPECT_EQ(records[1]["recommendation"], "OPTIMAL");
+  EXPECT_NE(r.output.find("oom"), std::string::npos) << r.output;
+}
+
+TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTrueOne) {
+  TempDir out, again, doctored_dir;
+  ASSERT_EQ(run_job("zero_bench", kTiny + " --stages 1 --output-dir " + out.path().string()).exit_code, 0);
+  const fs::path baseline = only_file(out.path(), "zero_comparison_", ".json");
+  // CPU timings of one run to the next vary: the true baseline is checked with room for that.
+  const ProgramResult pass = run_job("zero_bench", kTiny + " --stages 1 --output-dir " + again.path().string() +
+                                                       " --baseline " + baseline.string() + " --max-regression 60");
+  EXPECT_EQ(pass.exit_code, 0) << pass.output;
+  EXPECT_NE(pass.output.find("no regression"), std::string::npos) << pass.output;
+
+  Json doctored = read_json(baseline);
+  doctored[0]["throughput_tokens_per_sec"] = doctored[0]["throughput_tokens_per_sec"].get<double>() * 100;
+  doctored[0]["gpu_peak_gb"] = doctored[0]["gpu_peak_gb"].get<double>() / 2;
+  const fs::path doctored_path = doctored_dir.path() / "baseline.json";
+  std::ofstream(doctored_path) << doctored.dump();
+  const ProgramResult fail =
+      run_job("zero_bench", kTiny + " --stages 1 --output-dir " + again.path().string() + " --baseline " +
+                                doctored_path.string() + " --max-regression 60");
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  EXPECT_NE(fail.output.find("REGRESSION: gpt2-tiny stage 1 none world 2"), std::string::npos) << fail.output;
+  EXPECT_NE(fail.output.find("throughput"), std::string::npos) << fail.output;
+  EXPECT_NE(fail.output.find("GPU peak memory"), std::string::npos) << fail.output;
+}
+
+struct BadInput {
+  std::string program, arguments, expected;  // expected: a part of the message (the flag it names)
+};
+
+class ComparisonBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(ComparisonBadInput, ExitsWithCode2NamingTheFlagAndWritesNothing) {
+  TempDir out;
+  const fs::path results = out.path() / "results";
+  const BadInput c = GetParam();
+  const ProgramResult r = run_program(c.program, c.arguments + " --output-dir " + results.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(c.expected), std::string::npos) << r.output;
+  EXPECT_TRUE(!fs::exists(results) || fs::is_empty(results)) << "nothing written before the input is refused";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, ComparisonBadInput,
+    ::testing::Values(BadInput{"zero_bench", kTiny + " --stages 4", "--stages"},
+                      BadInput{"zero_bench", kTiny + " --stages 1 1", "--stages"},
+                      BadInput{"zero_bench", kTiny + " --offload gpu", "--offload"},
+                      BadInput{"zero_bench", kTiny + " --offload nvme", "--nvme-path"},
+                      BadInput{"zero_bench", kTiny + " --repeat 0", "--repeat"},
+                      BadInput{"zero_bench", kTiny + " --batch-size 0", "--batch-size"},
+                      BadInput{"zero_bench", kTiny + " --warmup-steps -1", "--warmup-steps"},
+                      BadInput{"zero_bench", kTiny + " --gpu-hour-usd -1", "--gpu-hour-usd"},
+                      BadInput{"zero_bench", kTiny + " --max-regression -5", "--max-regression"},
+                      BadInput{"zero_bench", kTiny + " --baseline /nonexistent/results.json", "--baseline"},
+                      BadInput{"zero_bench", kTiny + " --config /nonexistent/ds.json", "/nonexistent/ds.json"},
+                      BadInput{"zero_bench", kTiny + " --dtype fp16", "--dtype"},
+                      BadInput{"zero_bench", "--device cpu --model no-such-model", "no-such-model"},
+                      BadInput{"offload_bench", kTiny + " --strategies none gpu", "--strategies"},
+                      BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
+                      BadInput{"offload_bench", kTiny + " --nvme-path /nonexistent/folder", "--nvme-path"},
+                      BadInput{"offload_bench", kTiny + " --stage 7", "--stage"},
+                      BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"}));
+
+TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
+  TempDir out;
+  const fs::path file = out.path() / "a-file";
+  std::ofstream(file) << "not a folder";
+  const ProgramResult r = run_program("zero_bench", kTiny + " --output-dir " + (file / "results").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--output-dir"), std::string::npos) << r.output;
+}
+
+TEST(ComparisonPrograms, WithoutAGpuTheDefaultDeviceIsRefusedWithTheCpuForm) {
+  if (std::system("nvidia-smi -L > /dev/null 2>&1") == 0) GTEST_SKIP() << "a GPU is present: cuda is the default";
+  const ProgramResult r = run_program("zero_bench", "--model gpt2-tiny");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--device cpu"), std::string::npos) << r.output;
+}
+
+TEST(ComparisonPrograms, ADeepSpeedConfigSetsTheRun) {
+  TempDir out;
+  const fs::path config = out.path() / "ds.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2,
+    "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e4}, "gradient_clipping": 0.5})";
+  const ProgramResult r = run_job("zero_bench",
+                                  "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 "
+                                  "--warmup-steps 0 --config " +
+                                      config.string() + " --output-dir " + (out.path() / "results").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path() / "results", "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 1u) << "the config's stage replaces the default list";
+  EXPECT_EQ(records[0]["stage"], 2);
+  EXPECT_EQ(records[0]["batch_size"], 3);
+  EXPECT_EQ(records[0]["grad_accum"], 2);
+  const Json ds = read_json(out.path() / "results" / "ds_config_recommended.json");
+  EXPECT_EQ(ds["zero_optimization"]["reduce_bucket_size"], 50000);
+  EXPECT_EQ(ds["gradient_clipping"], 0.5);
+}
+
+}  // namespace
+}  // namespace zb::test
