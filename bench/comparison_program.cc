@@ -51,6 +51,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
             ComparisonKind kind) {
   ComparisonPlan plan = plan_comparison(flags, vm, kind);
   plan.settings.device = device_for_rank(plan.settings.device, world);
+  for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
   if (!plan.baseline.empty()) find_regressions({}, plan.baseline, plan.max_regression);  // readable, an array
   const bool printer = world.rank() == 0;
   stop_gracefully_on_interrupt(&interrupt_requested);
