@@ -8,13 +8,13 @@
 
 namespace zb {
 
-std::string configuration_label(int stage, const std::string& strategy) {
-  if (strategy == "none") return "stage " + std::to_string(stage);
+std::string configuration_label(int stage, const std::string& strategy, bool names_strategy) {
+  if (strategy == "none" && !names_strategy) return "stage " + std::to_string(stage);
   return strategy + " (stage " + std::to_string(stage) + ")";
 }
 
 std::string BenchRecord::label() const {
-  return configuration_label(stage, strategy);
+  return configuration_label(stage, strategy, names_strategy);
 }
 
 nlohmann::ordered_json to_json(const BenchRecord& r) {

@@ -58,13 +58,14 @@ struct BenchRecord {
   std::string recommendation;
 
   RunEnvironment environment;
+  bool names_strategy = false;  // offload_bench: its labels name the strategy even when it is none
 
   bool ok() const { return status == "ok"; }
   std::string label() const;  // how tables name it: see configuration_label
 };
 
-// "stage 2" without offload, "cpu_optimizer (stage 2)" with it.
-std::string configuration_label(int stage, const std::string& strategy);
+// "stage 2" without offload, "cpu_optimizer (stage 2)" with it (and "none (stage 2)" with names_strategy).
+std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false);
 
 nlohmann::ordered_json to_json(const BenchRecord& record);
 // The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting).

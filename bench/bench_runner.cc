@@ -191,6 +191,12 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
       kept.peak = std::max(kept.peak, usage.peak);
     }
     total_peak = std::max(total_peak, allocator_.total().peak);
+    // A step that failed may have left work queued on the device that still uses the trainer's buffers.
+    try {
+      backend_->synchronize();
+    } catch (const std::exception&) {
+      // (a device error: recorded above; the buffers are released all the same)
+    }
     trainer.reset();  // everything the configuration allocated is released before the next one
   }
   allocator_.set_limit(std::nullopt);

@@ -35,7 +35,6 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 namespace {
 
-
 // A float setting as the decimal it was given as (0.0003, not 0.0003000000142492354).
 double as_decimal(float value) {
   char text[32];
@@ -103,6 +102,16 @@ ComparisonFiles write_comparison(const std::string& output_dir, const std::strin
                           deepspeed_config_json(deepspeed_settings(*recommended)).dump(2) + "\n");
   }
   return files;
+}
+
+std::string deepspeed_caveat(const TrainingOptions& o) {
+  if (o.offload != OffloadStrategy::none && o.zero.stage == 0) {
+    return "DeepSpeed offloads nothing in stage 0: the config leaves the offload out (use stage 1 or more)";
+  }
+  if (o.offload == OffloadStrategy::cpu_full && o.zero.stage < 3) {
+    return "DeepSpeed offloads parameters only in stage 3: the config offloads the optimizer alone";
+  }
+  return "";
 }
 
 std::string summary_table(const std::vector<BenchRecord>& records) {

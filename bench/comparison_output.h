@@ -26,6 +26,10 @@ ComparisonFiles write_comparison(const std::string& output_dir, const std::strin
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb);
 
+// What DeepSpeed cannot express of a configuration, for a note beside ds_config_recommended.json (empty when
+// the config says all of it): optimizer offload in stage 0, parameter offload below stage 3.
+std::string deepspeed_caveat(const TrainingOptions& options);
+
 // Strategy | GPU Mem | CPU Mem | Time | Throughput | Status | Recommendation, one line a configuration.
 std::string summary_table(const std::vector<BenchRecord>& records);
 

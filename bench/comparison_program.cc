@@ -76,8 +76,10 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   bool interrupted = false;
   for (int i = 0; i < count; ++i) {
     const TrainingOptions& options = plan.configurations[size_t(i)];
-    RunProgress progress{i + 1, count, 0, 0,
-                         configuration_label(options.zero.stage, std::string(offload_strategy_name(options.offload)))};
+    const bool names_strategy = kind == ComparisonKind::offload_strategies;
+    RunProgress progress{
+        i + 1, count, 0, 0,
+        configuration_label(options.zero.stage, std::string(offload_strategy_name(options.offload)), names_strategy)};
     BenchRecord record = runner.run(
         options, progress, [] { return interrupt_requested != 0; },
         [&](const RunProgress& p) { progress_line.show(p, i * steps_each + p.step, count * steps_each); });
@@ -86,6 +88,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
       break;  // what has finished is written below; the interrupted configuration is not a result
     }
     record.environment = environment;
+    record.names_strategy = names_strategy;
     if (capacity) record.gpu_capacity_gb = capacity;
     records.push_back(std::move(record));
     options_of.push_back(&options);
@@ -102,6 +105,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
                 files.csv.c_str(), files.chart.c_str());
     if (!files.recommended_config.empty()) {
       std::printf("recommended (%s): %s\n", records[*best].label().c_str(), files.recommended_config.c_str());
+      const std::string caveat = deepspeed_caveat(*options_of[*best]);
+      if (!caveat.empty()) std::printf("note: %s\n", caveat.c_str());
     }
     if (interrupted) std::printf("interrupted: %zu of %d configuration(s) finished\n", records.size(), count);
     if (!plan.baseline.empty()) {

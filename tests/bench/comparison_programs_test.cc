@@ -232,6 +232,7 @@ TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
   ASSERT_EQ(records.size(), 4u) << "none, cpu_optimizer, cpu_full and nvme (--nvme-path given)";
   const std::vector<std::pair<std::string, int>> expected = {
       {"none", 2}, {"cpu_optimizer", 2}, {"cpu_full", 3}, {"nvme", 2}};  // stage 3 for parameter offload
+  EXPECT_NE(r.output.find("none (stage 2)"), std::string::npos) << "offload_bench names every strategy";
   for (size_t i = 0; i < expected.size(); ++i) {
     const Json& record = records[i];
     SCOPED_TRACE(expected[i].first);
@@ -295,6 +296,37 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
   EXPECT_NE(fail.output.find("REGRESSION: gpt2-tiny stage 1 none world 2"), std::string::npos) << fail.output;
   EXPECT_NE(fail.output.find("throughput"), std::string::npos) << fail.output;
   EXPECT_NE(fail.output.find("GPU peak memory"), std::string::npos) << fail.output;
+}
+
+// Ctrl-C: the configuration in progress stops at its next step, what had finished is written (a valid results
+// file, no temporary left), and the exit code says it was interrupted. (How many configurations finish before
+// the signal depends on the machine's speed; none of them may be the interrupted one.)
+TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
+  TempDir out;
+  const ProgramResult r =
+      run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) + "/zero_bench --device cpu " +
+                  "--model gpt2-tiny --batch-size 2 --seq-length 32 --warmup-steps 1 " +
+                  "--num-steps 300 --output-dir " + out.path().string());
+  EXPECT_EQ(r.exit_code, 130) << r.output;
+  EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
+  const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
+  ASSERT_TRUE(records.is_array());
+  EXPECT_LT(records.size(), 4u) << "the run was meant to be cut short: raise --num-steps";
+  for (const Json& record : records) EXPECT_EQ(record["status"], "ok");
+  for (const auto& entry : fs::directory_iterator(out.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+// A recommendation DeepSpeed cannot express (offload in stage 0) is written without it, and said so.
+TEST(ComparisonPrograms, ARecommendationDeepSpeedCannotExpressIsNoted) {
+  TempDir out;
+  const ProgramResult r =
+      run_job("zero_bench", kTiny + " --stages 0 --offload cpu_optimizer --output-dir " + out.path().string(), 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: DeepSpeed offloads nothing in stage 0"), std::string::npos) << r.output;
+  const Json ds = read_json(out.path() / "ds_config_recommended.json");
+  EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
+  EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer")) << ds.dump();
 }
 
 struct BadInput {
