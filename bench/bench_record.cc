@@ -57,6 +57,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("predicted_parameters_gb", r.predicted_parameters_gb);
   number("predicted_gradients_gb", r.predicted_gradients_gb);
   number("predicted_optimizer_state_gb", r.predicted_optimizer_state_gb);
+  number("predicted_activations_gb", r.predicted_activations_gb);
   number("cpu_memory_gb", r.cpu_memory_gb);
   number("cpu_pinned_gb", r.cpu_pinned_gb);
   number("nvme_read_gb", r.nvme_read_gb);

@@ -41,10 +41,11 @@ struct BenchRecord {
   std::optional<double> throughput_tokens_per_sec, throughput_tokens_per_sec_per_gpu, throughput_stddev;
   std::optional<double> samples_per_sec, tflops_per_gpu, mfu;
   // GPU memory, GB (1e9 bytes), the worst rank's: peak and still allocated at the end, and peak by pool,
-  // measured by the engine's allocator and predicted by the ZeRO formulas (activations: measured only).
+  // measured by the engine's allocator and predicted (the ZeRO formulas; activations from the model's plan).
   std::optional<double> gpu_peak_gb, gpu_allocated_gb, gpu_capacity_gb;
   std::optional<double> parameters_gb, gradients_gb, optimizer_state_gb, activations_gb, workspace_gb;
   std::optional<double> predicted_parameters_gb, predicted_gradients_gb, predicted_optimizer_state_gb;
+  std::optional<double> predicted_activations_gb;  // the model's activation buffers for one micro-batch
   std::optional<double> cpu_memory_gb, cpu_pinned_gb;  // peak resident set, and the offload's host memory
   std::optional<double> nvme_read_gb, nvme_write_gb, nvme_read_gbps, nvme_write_gbps;  // per step
   std::optional<double> comm_bytes_per_step;                                           // collectives' payload per rank

@@ -11,6 +11,7 @@
 #include "core/strings.h"
 #include "engine/parameter_store.h"
 #include "kernels/backend_factory.h"
+#include "models/activations.h"
 #include "models/parameter_layout.h"
 #include "models/transformer_config.h"
 
@@ -215,6 +216,8 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   r.predicted_parameters_gb = predicted.parameters / kGB;
   r.predicted_gradients_gb = predicted.gradients / kGB;
   r.predicted_optimizer_state_gb = predicted.optimizer_state / kGB;
+  r.predicted_activations_gb =
+      double(Activations::planned_bytes(options.model, options.dtype, options.batch, options.seq)) / kGB;
   if (status != kOk || timed.count == 0) return r;
 
   r.gpu_allocated_gb = worst_gb(allocated_at_end);

@@ -1,5 +1,8 @@
 #include "models/activations.h"
 
+#include <cstdint>
+#include <memory>
+
 #include "kernels/backend.h"
 
 namespace zb {
@@ -9,7 +12,9 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
     : allocator_(allocator) {
   const int64_t n = batch * seq;
   const DType stats = stats_dtype(dtype);
-  auto norm_outputs = [&] { return NormOutputs{make(Shape{n, c.d_model}, dtype), make(Shape{n}, stats), make(Shape{n}, stats)}; };
+  auto norm_outputs = [&] {
+    return NormOutputs{make(Shape{n, c.d_model}, dtype), make(Shape{n}, stats), make(Shape{n}, stats)};
+  };
 
   for (int64_t l = 0; l <= c.n_layer; ++l) residual.push_back(make(Shape{n, c.d_model}, dtype));
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -35,6 +40,31 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   d_qkv = make(Shape{n, c.qkv_width()}, dtype);
   d_fc = make(Shape{n, c.mlp_in_width()}, dtype);
   d_activated = make(Shape{n, c.d_ff}, dtype);
+}
+
+namespace {
+
+// Addresses that are never dereferenced: enough for the allocator to count what a plan would take.
+class CountingMemory final : public RawMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    next_ += (bytes + 255) / 256 * 256 + 256;
+    return reinterpret_cast<void*>(next_);
+  }
+  void release(void*) noexcept override {}
+  Device device() const override { return Device::cpu(); }
+  const char* kind() const override { return "counting"; }
+
+ private:
+  uintptr_t next_ = uintptr_t(1) << 20;
+};
+
+}  // namespace
+
+size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq) {
+  TrackingAllocator counting(std::make_unique<CountingMemory>());
+  const Activations plan(config, counting, dtype, batch, seq);
+  return counting.usage(MemoryPool::activations).current;
 }
 
 Tensor Activations::make(Shape shape, DType dtype) {

@@ -28,6 +28,9 @@ struct LayerActivations {
 class Activations {
  public:
   Activations(const TransformerConfig& config, TrackingAllocator& allocator, DType dtype, int64_t batch, int64_t seq);
+  // The bytes these buffers take for one micro-batch, counted by building them against a memory that hands
+  // out addresses and touches nothing: the prediction that reports set beside the measured pool.
+  static size_t planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq);
 
   std::vector<Tensor> residual;  // residual[l]: input of layer l; residual[n_layer]: output of the last layer
   std::vector<LayerActivations> layers;

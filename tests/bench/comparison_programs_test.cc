@@ -54,6 +54,7 @@ const std::vector<std::string> kFields = {"stage",
                                           "predicted_parameters_gb",
                                           "predicted_gradients_gb",
                                           "predicted_optimizer_state_gb",
+                                          "predicted_activations_gb",
                                           "cpu_memory_gb",
                                           "cpu_pinned_gb",
                                           "nvme_read_gb",
@@ -196,6 +197,11 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
               records[0]["predicted_parameters_gb"].get<double>(), 1e-12);
   EXPECT_NEAR(records[1]["predicted_optimizer_state_gb"].get<double>() * 2,
               records[0]["predicted_optimizer_state_gb"].get<double>(), 1e-12);
+  // The activation plan is what the model allocates (the pool's peak: the plan, plus nothing else).
+  for (const Json& record : records) {
+    EXPECT_NEAR(record["activations_gb"].get<double>(), record["predicted_activations_gb"].get<double>(),
+                0.05 * record["predicted_activations_gb"].get<double>());
+  }
   // Measured: stage 1 keeps about half of stage 0's optimizer state on each rank (its shard, padded).
   EXPECT_LT(records[1]["optimizer_state_gb"].get<double>(), 0.6 * records[0]["optimizer_state_gb"].get<double>());
   EXPECT_GT(records[1]["optimizer_state_gb"].get<double>(), 0.4 * records[0]["optimizer_state_gb"].get<double>());
