@@ -27,7 +27,7 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "tokens per sample")
     ("num-steps", po::value(&v.num_steps)->default_value(v.num_steps), "optimizer steps")
     ("grad-accum", po::value(&v.grad_accum)->default_value(v.grad_accum), "micro-batches per optimizer step")
-    ("lr", po::value(&v.lr)->default_value(v.lr), "learning rate (constant)")
+    ("lr", po::value(&v.lr)->default_value(v.lr, "3e-4"), "learning rate (constant)")
     ("optimizer", po::value(&v.optimizer)->default_value(v.optimizer), "adamw, adam or sgd")
     ("weight-decay", po::value<double>()->notifier([&v](double x) { v.weight_decay = x; }),
      "weight decay, decoupled for adamw, L2 for adam and sgd (default: 0.01 for adamw, 0 otherwise)")
@@ -49,7 +49,7 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "for its use); nvme (the optimizer state in a file per rank under --nvme-path, streamed through the CPU "
      "optimizer)")
     ("nvme-path", po::value(&v.nvme_path)->default_value(v.nvme_path), "folder of the nvme strategy's files")
-    ("speculative-update", po::value(&v.speculative_update)->default_value(v.speculative_update),
+    ("speculative-update", po::value(&v.speculative_update)->default_value(v.speculative_update, "true"),
      "cpu_optimizer and cpu_full: update each unit on the CPU as its gradient lands during backward, as if "
      "clipping left it unchanged, into spare host memory; kept when the step's norm is within --grad-clip, "
      "redone otherwise (the result is the same either way)");

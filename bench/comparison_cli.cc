@@ -36,7 +36,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum), "micro-batches per optimizer step")
     ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), "bf16 or fp32")
     ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw, adam or sgd")
-    ("lr", po::value(&t.lr)->default_value(t.lr), "learning rate (constant)")
+    ("lr", po::value(&t.lr)->default_value(t.lr, "3e-4"), "learning rate (constant)")
     ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
     ("device", po::value(&t.device)->default_value(t.device, "cuda"),
      "cuda (one GPU per rank) or cpu; without a GPU, --device cpu must be given")
@@ -77,7 +77,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
        "ZeRO stage of every strategy (default: 2 without parameter offload, 3 with it, i.e. for cpu_full)");
   }
   options.add_options()
-    ("speculative-update", po::value(&t.speculative_update)->default_value(t.speculative_update),
+    ("speculative-update", po::value(&t.speculative_update)->default_value(t.speculative_update, "true"),
      "cpu_optimizer and cpu_full: update units on the CPU during backward, kept when the step does not clip");
   // clang-format on
   add_aio_flags(options, t.aio);
