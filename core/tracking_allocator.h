@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,24 @@ class HostMemory final : public RawMemory {
 
  private:
   size_t alignment_;
+};
+
+// Addresses that are never dereferenced (each block a little apart from the last): what a plan of
+// allocations would take can be counted by a TrackingAllocator over it without taking any memory.
+class CountingMemory final : public RawMemory {
+ public:
+  explicit CountingMemory(Device device = Device::cpu()) : device_(device) {}
+  void* allocate(size_t bytes) override {
+    next_ += (bytes + 255) / 256 * 256 + 256;
+    return reinterpret_cast<void*>(next_);
+  }
+  void release(void*) noexcept override {}
+  Device device() const override { return device_; }
+  const char* kind() const override { return "counting"; }
+
+ private:
+  Device device_;
+  uintptr_t next_ = uintptr_t(1) << 20;
 };
 
 struct PoolUsage {

@@ -1,6 +1,5 @@
 #include "models/activations.h"
 
-#include <cstdint>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -41,25 +40,6 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   d_fc = make(Shape{n, c.mlp_in_width()}, dtype);
   d_activated = make(Shape{n, c.d_ff}, dtype);
 }
-
-namespace {
-
-// Addresses that are never dereferenced: enough for the allocator to count what a plan would take.
-class CountingMemory final : public RawMemory {
- public:
-  void* allocate(size_t bytes) override {
-    next_ += (bytes + 255) / 256 * 256 + 256;
-    return reinterpret_cast<void*>(next_);
-  }
-  void release(void*) noexcept override {}
-  Device device() const override { return Device::cpu(); }
-  const char* kind() const override { return "counting"; }
-
- private:
-  uintptr_t next_ = uintptr_t(1) << 20;
-};
-
-}  // namespace
 
 size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq) {
   TrackingAllocator counting(std::make_unique<CountingMemory>());

@@ -284,9 +284,11 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
   TempDir out, again, doctored_dir;
   ASSERT_EQ(run_job("zero_bench", kTiny + " --stages 1 --output-dir " + out.path().string()).exit_code, 0);
   const fs::path baseline = only_file(out.path(), "zero_comparison_", ".json");
-  // CPU timings of one run to the next vary: the true baseline is checked with room for that.
+  // CPU timings of one run to the next vary (more so with other tests running beside this one): the true
+  // baseline is checked with room for that, and the doctored one lies far beyond it (throughput 100x, a 99%
+  // drop; peak memory halved, a 100% rise; memory is counted, not timed, and does not vary).
   const ProgramResult pass = run_job("zero_bench", kTiny + " --stages 1 --output-dir " + again.path().string() +
-                                                       " --baseline " + baseline.string() + " --max-regression 60");
+                                                       " --baseline " + baseline.string() + " --max-regression 95");
   EXPECT_EQ(pass.exit_code, 0) << pass.output;
   EXPECT_NE(pass.output.find("no regression"), std::string::npos) << pass.output;
 
@@ -297,7 +299,7 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
   std::ofstream(doctored_path) << doctored.dump();
   const ProgramResult fail =
       run_job("zero_bench", kTiny + " --stages 1 --output-dir " + again.path().string() + " --baseline " +
-                                doctored_path.string() + " --max-regression 60");
+                                doctored_path.string() + " --max-regression 95");
   EXPECT_EQ(fail.exit_code, 1) << fail.output;
   EXPECT_NE(fail.output.find("REGRESSION: gpt2-tiny stage 1 none world 2"), std::string::npos) << fail.output;
   EXPECT_NE(fail.output.find("throughput"), std::string::npos) << fail.output;
@@ -312,7 +314,7 @@ TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
   const ProgramResult r =
       run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) + "/zero_bench --device cpu " +
                   "--model gpt2-tiny --batch-size 2 --seq-length 32 --warmup-steps 1 " +
-                  "--num-steps 300 --output-dir " + out.path().string());
+                  "--num-steps 600 --output-dir " + out.path().string());
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));

@@ -13,20 +13,6 @@
 namespace zb {
 namespace {
 
-class CountingMemory final : public RawMemory {
- public:
-  void* allocate(size_t bytes) override {
-    next_ += (bytes + 255) / 256 * 256 + 256;
-    return reinterpret_cast<void*>(next_);
-  }
-  void release(void*) noexcept override {}
-  Device device() const override { return Device::cuda(0); }
-  const char* kind() const override { return "counting"; }
-
- private:
-  uintptr_t next_ = 1 << 20;
-};
-
 struct Expected {
   double params, grads, optimizer;  // bytes per parameter, as multiples of Psi
 };
@@ -50,7 +36,7 @@ TEST_P(ZeroMemory, PerRankBytesFollowTheFormulas) {
   for (int world : {1, 2, 3, 4, 8}) {
     for (int stage = 0; stage <= 3; ++stage) {
       for (int rank : {0, world - 1}) {
-        TrackingAllocator allocator(std::make_unique<CountingMemory>());
+        TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
         // Persistence threshold 0: every stage-3 unit is partitioned, as the formula assumes.
         ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{stage, rank, world, 0});
         const Expected e = formula(stage, world);
@@ -76,7 +62,7 @@ TEST_P(ZeroMemory, PerRankBytesFollowTheFormulas) {
 
 TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
   const ParameterLayout layout(resolve_model("gpt2"));
-  TrackingAllocator allocator(std::make_unique<CountingMemory>());
+  TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
   // gpt2's final unit (ln_f: 1,536 elements) is under DeepSpeed's default threshold; its blocks are not.
   ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{3, 1, 4, 100'000});
   EXPECT_TRUE(store.whole_params(layout.final_unit()));
