@@ -5,6 +5,7 @@
 // gives exit code 2 and a message naming the flag, and writes nothing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -335,6 +336,47 @@ TEST(ComparisonPrograms, ARecommendationDeepSpeedCannotExpressIsNoted) {
   const Json ds = read_json(out.path() / "ds_config_recommended.json");
   EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
   EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer")) << ds.dump();
+}
+
+// GPUs visible to this process (0 where there is no driver).
+int visible_gpus() {
+  FILE* pipe = ::popen("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", "r");
+  if (!pipe) return 0;
+  int count = 0;
+  if (std::fscanf(pipe, "%d", &count) != 1) count = 0;
+  ::pclose(pipe);
+  return count;
+}
+
+// On a host with two GPUs: the default device (one GPU per rank, NCCL, bf16), and a configuration forced out of
+// GPU memory beside one that fits. Skipped elsewhere.
+TEST(ComparisonPrograms, ZeroBenchOnTwoGpus) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs two GPUs";
+  TempDir out, limited;
+  // gpt2 (124M): stage 0's 16 bytes per parameter against stage 3's 8 differ by ~1 GB, far above the fixed
+  // workspace both share.
+  const std::string tiny = "--model gpt2 --batch-size 2 --seq-length 128 --num-steps 2 --warmup-steps 1";
+  const ProgramResult r = run_job("zero_bench", tiny + " --output-dir " + out.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 4u);
+  for (const Json& record : records) {
+    EXPECT_EQ(record["status"], "ok") << record["error"];
+    EXPECT_EQ(record["dtype"], "bf16");
+    EXPECT_EQ(record["gpu_count"], 2);
+    EXPECT_NE(record["nccl_version"].get<std::string>(), "");
+    EXPECT_GT(record["gpu_capacity_gb"].get<double>(), 1);
+  }
+  const double stage0 = records[0]["gpu_peak_gb"], stage3 = records[3]["gpu_peak_gb"];
+  ASSERT_GT(stage0, stage3 + 0.5);
+  const ProgramResult oom =
+      run_job("zero_bench", tiny + " --stages 0 3 --device-memory-limit-gb " + std::to_string((stage0 + stage3) / 2) +
+                                " --output-dir " + limited.path().string());
+  ASSERT_EQ(oom.exit_code, 0) << oom.output;
+  const Json outcome = read_json(only_file(limited.path(), "zero_comparison_", ".json"));
+  ASSERT_EQ(outcome.size(), 2u);
+  EXPECT_EQ(outcome[0]["status"], "oom");
+  EXPECT_EQ(outcome[1]["status"], "ok") << outcome[1]["error"];
 }
 
 struct BadInput {
