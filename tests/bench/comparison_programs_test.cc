@@ -355,8 +355,8 @@ TEST(ComparisonPrograms, ZeroBenchOnTwoGpus) {
   TempDir out, limited;
   // gpt2 (124M): stage 0's 16 bytes per parameter against stage 3's 8 differ by ~1 GB, far above the fixed
   // workspace both share.
-  const std::string tiny = "--model gpt2 --batch-size 2 --seq-length 128 --num-steps 2 --warmup-steps 1";
-  const ProgramResult r = run_job("zero_bench", tiny + " --output-dir " + out.path().string());
+  const std::string small = "--model gpt2 --batch-size 2 --seq-length 128 --num-steps 2 --warmup-steps 1";
+  const ProgramResult r = run_job("zero_bench", small + " --output-dir " + out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
   ASSERT_EQ(records.size(), 4u);
@@ -370,7 +370,7 @@ TEST(ComparisonPrograms, ZeroBenchOnTwoGpus) {
   const double stage0 = records[0]["gpu_peak_gb"], stage3 = records[3]["gpu_peak_gb"];
   ASSERT_GT(stage0, stage3 + 0.5);
   const ProgramResult oom =
-      run_job("zero_bench", tiny + " --stages 0 3 --device-memory-limit-gb " + std::to_string((stage0 + stage3) / 2) +
+      run_job("zero_bench", small + " --stages 0 3 --device-memory-limit-gb " + std::to_string((stage0 + stage3) / 2) +
                                 " --output-dir " + limited.path().string());
   ASSERT_EQ(oom.exit_code, 0) << oom.output;
   const Json outcome = read_json(only_file(limited.path(), "zero_comparison_", ".json"));
