@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 
@@ -14,6 +15,7 @@
 #include "models/activations.h"
 #include "models/parameter_layout.h"
 #include "models/transformer_config.h"
+#include "offload/removal_on_termination.h"
 
 namespace zb {
 
@@ -89,6 +91,19 @@ struct TimedSteps {
   }
 };
 
+// A rank that failed and waited in vain for the others to agree: they are stuck in a collective it will not
+// join. Ending the job is the only way out that leaves no rank hanging.
+[[noreturn]] void end_job_alone(int status, const std::string& message, int rank, double waited_s) {
+  std::fprintf(stderr,
+               "error on rank %d: %s (%s); the other ranks did not reach the agreement within %.0f s (they wait in "
+               "a collective of the step this rank left), so the job ends here; the configurations that finished "
+               "are in the results already\n",
+               rank, message.c_str(), status_name(status), waited_s);
+  std::fflush(stderr);
+  remove_registered_files();  // this rank's NVMe files: their owners never get to remove them
+  abort_job(1);
+}
+
 }  // namespace
 
 PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world) {
@@ -152,7 +167,10 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
       } catch (const std::exception& e) {
         status = kError, message = e.what();
       }
-      const RankAgreement::Outcome outcome = agreement_.worst(status, message);
+      const std::optional<RankAgreement::Outcome> agreed =
+          agreement_.worst(status, message, settings_.agreement_timeout_s);
+      if (!agreed) end_job_alone(status, message, world_.rank(), settings_.agreement_timeout_s);
+      const RankAgreement::Outcome& outcome = *agreed;
       status = outcome.status;
       if (status != kOk) message = world > 1 ? cat("rank ", outcome.rank, ": ", outcome.message) : outcome.message;
     };
@@ -170,6 +188,11 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
         if (agreement_.max(interrupted() ? 1 : 0) > 0) {
           status = kInterrupted, message = "interrupted";
           return;
+        }
+        const auto& inject = settings_.inject_failure;
+        if (inject && inject->rank == world_.rank() && inject->configuration == progress.configuration &&
+            inject->step == progress.step + 1) {
+          throw Error(cat("a failure injected for tests on rank ", inject->rank, " at step ", inject->step));
         }
         const StepStats stats = trainer->step();
         if (!timed.loss_first) timed.loss_first = stats.loss;

@@ -5,8 +5,10 @@
 // everything it allocated are gone before the next one starts); the runner then goes on.
 //
 // Ranks agree twice per configuration (after the trainer is built, where the largest allocations happen,
-// and at the end) and once per step on an interrupt. A failure that strikes one rank alone in the middle
-// of a step, while the others wait in a collective, is the case this cannot rescue.
+// and at the end) and once per step on an interrupt. A failure that strikes one rank alone in the middle of
+// a step leaves the others waiting in a collective that rank will not join: it then waits for them at the
+// agreement until agreement_timeout_s, and ends the job (MPI_Abort) with its message rather than let the
+// job hang. The caller has written what finished before (write after each configuration).
 #pragma once
 
 #include <functional>
@@ -36,6 +38,15 @@ struct BenchSettings {
   std::string data_glob;                      // empty: synthetic tokens
   TokenFileFormat data_format = TokenFileFormat::llmc;
   std::optional<double> peak_tflops;  // the device's dense peak for MFU (none: no MFU)
+  // How long a rank that failed waits for the others to agree before it ends the job: they may be stuck in
+  // a collective of the step it failed out of.
+  double agreement_timeout_s = 600;
+  // Tests: rank `rank` fails at step `step` (1-based, warm-up included) of configuration `configuration`.
+  struct InjectedFailure {
+    int rank = 0, configuration = 0;
+    int64_t step = 0;
+  };
+  std::optional<InjectedFailure> inject_failure;
 };
 
 // Where a run is: configuration index (1-based) of count, and the step (1-based) of all its steps.

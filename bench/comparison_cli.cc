@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -60,7 +61,11 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("peak-tflops", po::value(&f.peak_tflops)->default_value(0.0, "from the GPU's name"),
      "the GPU's dense bf16 peak in TFLOP/s, for MFU")
     ("device-memory-limit-gb", po::value(&f.device_memory_limit_gb)->default_value(0.0, "none"),
-     "for tests: cap the engine's device allocations per rank, to force a configuration out of memory");
+     "for tests: cap the engine's device allocations per rank, to force a configuration out of memory")
+    ("agreement-timeout-s", po::value(&f.agreement_timeout_s)->default_value(f.agreement_timeout_s),
+     "how long a rank that failed alone waits for the others (stuck in a collective) before it ends the job")
+    ("inject-failure", po::value(&f.inject_failure),
+     "for tests: RANK:CONFIGURATION:STEP makes that rank fail at that step (1-based) of that configuration");
   if (zero) {
     options.add_options()
       ("stages", po::value(&f.stages)->multitoken()->default_value(f.stages, "0 1 2 3"), "ZeRO stages to compare")
@@ -202,6 +207,22 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   if (!(f.device_memory_limit_gb >= 0) || !std::isfinite(f.device_memory_limit_gb)) {
     throw UsageError(cat("--device-memory-limit-gb: must be a non-negative number, got ", f.device_memory_limit_gb));
   }
+  if (!(f.agreement_timeout_s > 0 && f.agreement_timeout_s <= 86400)) {
+    throw UsageError(cat("--agreement-timeout-s: must be in (0, 86400] seconds, got ", f.agreement_timeout_s));
+  }
+  std::optional<BenchSettings::InjectedFailure> inject;
+  if (!f.inject_failure.empty()) {
+    BenchSettings::InjectedFailure i;
+    long long step = 0;
+    char extra = 0;
+    if (std::sscanf(f.inject_failure.c_str(), "%d:%d:%lld%c", &i.rank, &i.configuration, &step, &extra) != 3 ||
+        i.rank < 0 || i.configuration < 1 || step < 1) {
+      throw UsageError(
+          cat("--inject-failure: RANK:CONFIGURATION:STEP (rank from 0, the others from 1), got ", f.inject_failure));
+    }
+    i.step = step;
+    inject = i;
+  }
   if (!f.baseline.empty() && !std::ifstream(f.baseline)) {
     throw UsageError(cat("--baseline ", f.baseline, ": cannot be read"));
   }
@@ -255,6 +276,8 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   s.repeat = f.repeat;
   if (f.gpu_hour_usd > 0) s.gpu_hour_usd = f.gpu_hour_usd;
   if (f.device_memory_limit_gb > 0) s.device_memory_limit = size_t(f.device_memory_limit_gb * 1e9);
+  s.agreement_timeout_s = f.agreement_timeout_s;
+  s.inject_failure = inject;
   s.data_glob = run.data_glob;
   s.data_format = run.data_format;
   if (f.peak_tflops > 0) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "bench/deepspeed_config.h"
@@ -81,10 +82,13 @@ std::string gb(const std::optional<double>& value) {
 
 }  // namespace
 
-ComparisonFiles write_comparison(const std::string& output_dir, const std::string& stem, const std::string& title,
+std::string comparison_base_path(const std::string& output_dir, const std::string& stem) {
+  return cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
+}
+
+ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb) {
-  const std::string base = cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
   ComparisonFiles files{base + ".json", base + ".csv", base + ".svg", ""};
   nlohmann::ordered_json array = nlohmann::ordered_json::array();
   std::vector<ChartBar> bars;
@@ -97,7 +101,7 @@ ComparisonFiles write_comparison(const std::string& output_dir, const std::strin
   write_file_atomically(files.csv, to_csv(records));
   write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0)));
   if (recommended) {
-    files.recommended_config = output_dir + "/ds_config_recommended.json";
+    files.recommended_config = (std::filesystem::path(base).parent_path() / "ds_config_recommended.json").string();
     write_file_atomically(files.recommended_config,
                           deepspeed_config_json(deepspeed_settings(*recommended)).dump(2) + "\n");
   }

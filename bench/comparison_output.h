@@ -20,9 +20,12 @@ struct ComparisonFiles {
   std::string json, csv, chart, recommended_config;  // paths written (recommended_config: empty without one)
 };
 
-// stem: "zero_comparison" or "offload_comparison"; the files get _<timestamp> (UTC, to the second).
-// recommended: the optimal configuration's options, if any succeeded.
-ComparisonFiles write_comparison(const std::string& output_dir, const std::string& stem, const std::string& title,
+// The files' common path: output_dir/stem_<UTC timestamp, to the second> (stem: "zero_comparison" or
+// "offload_comparison"); decided once per run, so that rewriting after each configuration replaces them.
+std::string comparison_base_path(const std::string& output_dir, const std::string& stem);
+// base + .json, .csv and .svg, and ds_config_recommended.json beside them when `recommended` (the optimal
+// configuration's options) is given.
+ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb);
 

@@ -73,6 +73,13 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   const int64_t steps_each = plan.settings.repeat * (plan.settings.warmup_steps + plan.settings.num_steps);
   std::vector<BenchRecord> records;
   std::vector<const TrainingOptions*> options_of;
+  // Written (rank 0) after every configuration, so that a job that has to end loses nothing that finished.
+  const std::string base = comparison_base_path(
+      plan.output_dir, kind == ComparisonKind::zero_stages ? "zero_comparison" : "offload_comparison");
+  auto write_results = [&] {
+    const std::optional<size_t> best = recommend(records, capacity);
+    return write_comparison(base, plan.title, records, best ? options_of[*best] : nullptr, capacity);
+  };
   bool interrupted = false;
   for (int i = 0; i < count; ++i) {
     const TrainingOptions& options = plan.configurations[size_t(i)];
@@ -92,15 +99,14 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
     if (capacity) record.gpu_capacity_gb = capacity;
     records.push_back(std::move(record));
     options_of.push_back(&options);
+    if (printer) write_results();
   }
   progress_line.finish();
 
   const std::optional<size_t> best = recommend(records, capacity);
   int exit_code = interrupted ? 130 : 0;
   if (printer) {
-    const ComparisonFiles files = write_comparison(
-        plan.output_dir, kind == ComparisonKind::zero_stages ? "zero_comparison" : "offload_comparison", plan.title,
-        records, best ? options_of[*best] : nullptr, capacity);
+    const ComparisonFiles files = write_results();
     std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records).c_str(), files.json.c_str(),
                 files.csv.c_str(), files.chart.c_str());
     if (!files.recommended_config.empty()) {

@@ -1,6 +1,8 @@
 #include "comm/rank_agreement.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_check.h"
@@ -18,9 +20,23 @@ int RankAgreement::size() const {
   return comm_->size();
 }
 
-RankAgreement::Outcome RankAgreement::worst(int status, const std::string& message) const {
+std::optional<RankAgreement::Outcome> RankAgreement::worst(int status, const std::string& message,
+                                                           std::optional<double> deadline_s) const {
   Outcome out;
-  ZB_MPI_CHECK(MPI_Allreduce(&status, &out.status, 1, MPI_INT, MPI_MAX, comm_->get()));
+  if (deadline_s) {
+    // Non-blocking, so that a rank that is here alone can give up: every other rank arrives soon or never.
+    MPI_Request request = MPI_REQUEST_NULL;
+    ZB_MPI_CHECK(MPI_Iallreduce(&status, &out.status, 1, MPI_INT, MPI_MAX, comm_->get(), &request));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(*deadline_s);
+    for (int done = 0;;) {
+      ZB_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (done) break;
+      if (std::chrono::steady_clock::now() > give_up) return std::nullopt;  // (the job is ended next)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } else {
+    ZB_MPI_CHECK(MPI_Allreduce(&status, &out.status, 1, MPI_INT, MPI_MAX, comm_->get()));
+  }
   // The lowest rank holding the worst status speaks for all.
   int candidate = status == out.status ? comm_->rank() : comm_->size();
   ZB_MPI_CHECK(MPI_Allreduce(&candidate, &out.rank, 1, MPI_INT, MPI_MIN, comm_->get()));

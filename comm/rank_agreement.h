@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace zb {
@@ -26,8 +27,11 @@ class RankAgreement {
     std::string message;  // that of the lowest rank with it
     int rank = 0;         // which rank that was
   };
-  // Every rank passes its own status (0 for success, higher for worse) and message.
-  Outcome worst(int status, const std::string& message) const;
+  // Every rank passes its own status (0 for success, higher for worse) and message. With a deadline, a rank
+  // that the others have not joined within that many seconds gets nullopt instead of waiting on: they are
+  // likely stuck in a collective of the work it failed out of (the caller then ends the job).
+  std::optional<Outcome> worst(int status, const std::string& message, std::optional<double> deadline_s) const;
+  Outcome worst(int status, const std::string& message) const { return *worst(status, message, std::nullopt); }
   double max(double value) const;
   double sum(double value) const;
 

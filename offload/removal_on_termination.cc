@@ -26,6 +26,11 @@ std::mutex slots_mutex;  // between registering threads; the handler takes no lo
 
 std::atomic<volatile std::sig_atomic_t*> interrupt_flag{nullptr};
 
+void unlink_registered() {
+  for (Slot& slot : slots)
+    if (slot.used.load(std::memory_order_acquire)) ::unlink(slot.path);
+}
+
 extern "C" void remove_and_end(int signal_number) {
   // A program that stops gracefully takes the first Ctrl-C as a request (its destructors remove the files).
   volatile std::sig_atomic_t* flag = interrupt_flag.load();
@@ -33,8 +38,7 @@ extern "C" void remove_and_end(int signal_number) {
     *flag = 1;
     return;
   }
-  for (Slot& slot : slots)
-    if (slot.used.load(std::memory_order_acquire)) ::unlink(slot.path);
+  unlink_registered();
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -54,6 +58,10 @@ void remove_files_on_termination() {
 void stop_gracefully_on_interrupt(volatile std::sig_atomic_t* flag) {
   interrupt_flag.store(flag);
   remove_files_on_termination();
+}
+
+void remove_registered_files() {
+  unlink_registered();
 }
 
 void register_removal(const std::string& path) {

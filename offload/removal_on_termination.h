@@ -15,6 +15,9 @@ void remove_files_on_termination();
 // left to its owner's destructor alone.
 void register_removal(const std::string& path);
 void unregister_removal(const std::string& path);
+// Removes the registered files now: for a process about to end the job itself (MPI_Abort) while their owners
+// still hold them.
+void remove_registered_files();
 // For programs that stop gracefully on Ctrl-C (they finish writing what has finished, and their destructors
 // remove the files): the first SIGINT only sets *flag; a second one ends the process as SIGTERM does.
 // Installs the handlers too. `flag` must outlive the process's handling of signals (a static).

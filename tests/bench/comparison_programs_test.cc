@@ -5,6 +5,7 @@
 // gives exit code 2 and a message naming the flag, and writes nothing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -338,6 +339,30 @@ TEST(ComparisonPrograms, ARecommendationDeepSpeedCannotExpressIsNoted) {
   EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer")) << ds.dump();
 }
 
+// One rank fails alone in the middle of a step (--inject-failure) while the other waits in the step's
+// collective: the failed rank gives up on the agreement after --agreement-timeout-s and ends the job, so no
+// rank hangs; the configuration that finished before is in the results, and no NVMe file is left behind.
+TEST(ComparisonPrograms, ARankFailingAloneEndsTheJobAndKeepsWhatFinished) {
+  TempDir out, nvme;
+  const auto start = std::chrono::steady_clock::now();
+  const ProgramResult r =
+      run_command("timeout 120 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
+                  std::string(ZB_MPIEXEC) + " -np 2 --oversubscribe " + ZB_BINARY_DIR + "/offload_bench " + kTiny +
+                  " --strategies none nvme --nvme-path " + nvme.path().string() +
+                  " --inject-failure 1:2:2 --agreement-timeout-s 3 --output-dir " + out.path().string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "the job hung until the test's timeout";
+  EXPECT_LT(seconds, 100);
+  EXPECT_NE(r.output.find("error on rank 1: a failure injected"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not reach the agreement within 3 s"), std::string::npos) << r.output;
+  const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 1u) << "the finished configuration, written before the failure";
+  EXPECT_EQ(records[0]["strategy"], "none");
+  EXPECT_EQ(records[0]["status"], "ok");
+  EXPECT_TRUE(fs::is_empty(nvme.path())) << "every rank's NVMe file is removed";
+}
+
 // GPUs visible to this process (0 where there is no driver).
 int visible_gpus() {
   FILE* pipe = ::popen("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", "r");
@@ -414,7 +439,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
                       BadInput{"offload_bench", kTiny + " --nvme-path /nonexistent/folder", "--nvme-path"},
                       BadInput{"offload_bench", kTiny + " --stage 7", "--stage"},
-                      BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"}));
+                      BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"},
+                      BadInput{"zero_bench", kTiny + " --agreement-timeout-s 0", "--agreement-timeout-s"},
+                      BadInput{"zero_bench", kTiny + " --inject-failure 1:x", "--inject-failure"}));
 
 TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
   TempDir out;
