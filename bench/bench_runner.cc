@@ -181,33 +181,33 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
                  : make_file_tokens(settings_.data_glob, settings_.data_format, geometry, options.model.vocab_size);
       trainer = std::make_unique<Trainer>(options, *backend_, allocator_, *data, comm_.get());
     });
-    if (status != kOk) break;
     std::vector<double> repeat_ms;
-    attempt([&] {
-      for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {
-        if (agreement_.max(interrupted() ? 1 : 0) > 0) {
-          status = kInterrupted, message = "interrupted";
-          return;
+    if (status == kOk)
+      attempt([&] {
+        for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {
+          if (agreement_.max(interrupted() ? 1 : 0) > 0) {
+            status = kInterrupted, message = "interrupted";
+            return;
+          }
+          const auto& inject = settings_.inject_failure;
+          if (inject && inject->rank == world_.rank() && inject->configuration == progress.configuration &&
+              inject->step == progress.step + 1) {
+            throw Error(cat("a failure injected for tests on rank ", inject->rank, " at step ", inject->step));
+          }
+          const StepStats stats = trainer->step();
+          if (!timed.loss_first) timed.loss_first = stats.loss;
+          timed.loss_last = stats.loss;
+          if (step >= settings_.warmup_steps) {
+            timed.add(stats);
+            repeat_ms.push_back(stats.seconds * 1e3);
+          }
+          ++progress.step;
+          on_step(progress);
         }
-        const auto& inject = settings_.inject_failure;
-        if (inject && inject->rank == world_.rank() && inject->configuration == progress.configuration &&
-            inject->step == progress.step + 1) {
-          throw Error(cat("a failure injected for tests on rank ", inject->rank, " at step ", inject->step));
-        }
-        const StepStats stats = trainer->step();
-        if (!timed.loss_first) timed.loss_first = stats.loss;
-        timed.loss_last = stats.loss;
-        if (step >= settings_.warmup_steps) {
-          timed.add(stats);
-          repeat_ms.push_back(stats.seconds * 1e3);
-        }
-        ++progress.step;
-        on_step(progress);
-      }
-      allocated_at_end = double(allocator_.total().current);
-      host_pinned = double(trainer->host_allocator().total().peak);
-      resident = resident_bytes();
-    });
+        allocated_at_end = double(allocator_.total().current);
+        host_pinned = double(trainer->host_allocator().total().peak);
+        resident = resident_bytes();
+      });
     if (!repeat_ms.empty()) timed.repeat_mean_ms.push_back(mean(repeat_ms));
     for (MemoryPool pool : kAllMemoryPools) {
       const PoolUsage usage = allocator_.usage(pool);

@@ -276,6 +276,8 @@ TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   EXPECT_NE(records[0]["error"].get<std::string>().find("out of host memory"), std::string::npos)
       << records[0]["error"];
   EXPECT_TRUE(records[0]["throughput_tokens_per_sec"].is_null());
+  EXPECT_GT(records[0]["gpu_peak_gb"].get<double>(), 0) << "how far it got before running out";
+  EXPECT_LE(records[0]["gpu_peak_gb"].get<double>(), limit);
   EXPECT_EQ(records[0]["recommendation"], "does not fit: out of memory");
   EXPECT_EQ(records[1]["status"], "ok") << records[1]["error"];
   EXPECT_EQ(records[1]["recommendation"], "OPTIMAL");
