@@ -18,10 +18,7 @@ namespace po = boost::program_options;
 void add_training_flags(po::options_description& flags, TrainingFlags& v) {
   // clang-format off
   flags.add_options()
-    ("model", po::value(&v.model)->default_value(v.model),
-     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
-     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
-     "or a Hugging Face config.json or a folder holding one")
+    ("model", po::value(&v.model)->default_value(v.model), kModelFlagHelp)
     ("batch-size", po::value(&v.batch_size)->default_value(v.batch_size), "samples per micro-batch (per GPU)")
     ("seq-length", po::value(&v.seq_length)->default_value(v.seq_length, "min(512, model maximum)"),
      "tokens per sample")

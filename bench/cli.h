@@ -40,6 +40,12 @@ struct TrainingFlags {
   bool speculative_update = true;
 };
 
+// The help of --model, shared by every program that takes one.
+inline constexpr const char* kModelFlagHelp =
+    "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
+    "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
+    "or a Hugging Face config.json or a folder holding one";
+
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 // The ZeRO knobs under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
 // (stage_flag: with --zero-stage; the comparison programs choose stages with their own flags.)

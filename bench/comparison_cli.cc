@@ -25,10 +25,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
   const bool zero = kind == ComparisonKind::zero_stages;
   // clang-format off
   options.add_options()
-    ("model", po::value(&t.model)->default_value(t.model),
-     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
-     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
-     "or a Hugging Face config.json or a folder holding one")
+    ("model", po::value(&t.model)->default_value(t.model), kModelFlagHelp)
     ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size), "samples per micro-batch, per GPU")
     ("seq-length", po::value(&t.seq_length)->default_value(t.seq_length), "tokens per sample")
     ("num-steps", po::value(&t.num_steps)->default_value(t.num_steps), "timed optimizer steps per configuration")

@@ -137,14 +137,6 @@ Tensor HostOptimizer::updated_weights(size_t u) const {
   return store_.params_on_host() ? store_.optimizer_params(u) : gradient_buffer(u);
 }
 
-namespace {
-// Whether two updates compute the same thing (a kept speculation must be the update asked for).
-bool same_update(const OptimizerParams& a, const OptimizerParams& b) {
-  return a.kind == b.kind && a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
-         a.weight_decay == b.weight_decay && a.momentum == b.momentum && a.step == b.step &&
-         a.grad_scale == b.grad_scale;
-}
-}  // namespace
 
 void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<size_t>& order) {
   ZB_CHECK(order.size() == units_.size(), "the update order names ", order.size(), " of ", units_.size(), " units");
@@ -160,7 +152,8 @@ void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<
              "a host optimizer step started before every unit of the last one was taken");
     s.job_params = params;
     s.job_order = order;
-    s.job_keeps_speculation = s.speculation_step != 0 && same_update(params, s.speculation_params);
+    // A kept speculation must be the very update asked for (every parameter equal, grad_scale 1 included).
+    s.job_keeps_speculation = s.speculation_step != 0 && params == s.speculation_params;
     s.speculation_step = 0;  // gradients that land from now on are the job's
     s.done.assign(units_.size(), false);
     s.job_pending = true;

@@ -24,6 +24,8 @@ struct OptimizerParams {
   int64_t step = 1;       // 1-based, for Adam's bias correction
   // Every gradient is multiplied by this first: the global-norm clipping factor (and any loss-scale undo).
   float grad_scale = 1.0f;
+
+  friend bool operator==(const OptimizerParams&, const OptimizerParams&) = default;
 };
 
 }  // namespace zb
