@@ -124,13 +124,27 @@ int run(const Flags& f) {
     Tensor out = bench.random({n, lin.out}), dinp = bench.random({n, lin.in}), dwt = bench.random({lin.out, lin.in});
     Tensor dbias = bench.random({lin.out});
     const double flops = 2.0 * n * lin.in * lin.out;
-    // GPT-2's fc forward is counted in the GELU epilogue's entry below.
+    // GPT-2's fc forward and proj backward are counted in the GELU epilogues' entries below.
     const bool in_gelu_epilogue = c.mlp == MlpKind::gelu && std::string(lin.name) == "mlp fc";
+    const bool in_dgelu_epilogue = c.mlp == MlpKind::gelu && std::string(lin.name) == "mlp proj";
     bench.time(std::string("matmul ") + lin.name + " forward", in_gelu_epilogue ? 0.0 : double(L), flops, 0,
                [&] { gpu.matmul_forward(inp, w, c.bias ? bias : Tensor{}, out); });
     Tensor no_bias;
-    bench.time(std::string("matmul ") + lin.name + " backward", double(L), 2 * flops, 0,
+    bench.time(std::string("matmul ") + lin.name + " backward", in_dgelu_epilogue ? 0.0 : double(L), 2 * flops, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
+    if (in_dgelu_epilogue) {
+      // cuBLASLt's DGELU epilogue on the input gradient against the GEMM followed by our GELU-backward kernel.
+      const Tensor pre = bench.random({n, lin.in});
+      gpu.set_gemm_epilogues({.gelu_backward = false});
+      bench.time("matmul mlp proj backward + GELU backward kernel", 0, 2 * flops, 0,
+                 [&] { gpu.matmul_gelu_backward(out, inp, w, pre, dinp, dwt, c.bias ? dbias : no_bias); });
+      gpu.set_gemm_epilogues({});
+      bench.time("matmul mlp proj backward, DGELU epilogue", double(L), 2 * flops, 0,
+                 [&] { gpu.matmul_gelu_backward(out, inp, w, pre, dinp, dwt, c.bias ? dbias : no_bias); });
+      std::printf("GELU-backward paths taken in bf16: epilogue %lld, GEMM + kernel %lld\n",
+                  (long long)gpu.epilogue_use().gelu_backward_epilogue,
+                  (long long)gpu.epilogue_use().gelu_backward_kernel);
+    }
   }
   if (c.mlp == MlpKind::gelu) {
     // cuBLASLt's GELU epilogue against our bias GEMM + GELU kernel: time, and which GELU the epilogue computes
@@ -187,7 +201,8 @@ int run(const Flags& f) {
       if (c.mlp == MlpKind::swiglu) gpu.swiglu_forward(act, outp);
       else gpu.gelu_forward(act, outp);
     });
-    bench.time("mlp activation backward", double(L), 0, 2.0 * n * (2 * c.mlp_in_width() + c.d_ff), [&] {
+    bench.time("mlp activation backward", c.mlp == MlpKind::gelu ? 0.0 : double(L), 0,
+               2.0 * n * (2 * c.mlp_in_width() + c.d_ff), [&] {
       if (c.mlp == MlpKind::swiglu) gpu.swiglu_backward(outp, act, dact);
       else gpu.gelu_backward(outp, act, dact);
     });

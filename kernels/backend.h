@@ -90,6 +90,14 @@ class Backend {
   // Writes dinp [N, K]; adds to dweight [M, K] and, unless empty, dbias [M].
   virtual void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
                                Tensor& dweight, Tensor& dbias) = 0;
+  // The backward of a linear layer whose input is gelu(pre), with the GELU's backward folded in: as
+  // matmul_backward into dpre followed by gelu_backward(dpre, pre, dpre), in one GEMM with a DGELU epilogue where
+  // the backend has one (which rounds once, after the product, where the separate ops round twice).
+  virtual void matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
+                                    Tensor& dpre, Tensor& dweight, Tensor& dbias) {
+    matmul_backward(dout, inp, weight, dpre, dweight, dbias);
+    gelu_backward(dpre, pre, dpre);
+  }
 
   // --- attention --------------------------------------------------------------------------------------------
   // Causal softmax attention, scale 1/sqrt(head_dim). qkv [N, qkv_width] (see AttentionShape), out [N, q_width],

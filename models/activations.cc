@@ -38,7 +38,8 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   d_attention = make(Shape{n, c.attention_width()}, dtype);
   d_qkv = make(Shape{n, c.qkv_width()}, dtype);
   d_fc = make(Shape{n, c.mlp_in_width()}, dtype);
-  d_activated = make(Shape{n, c.d_ff}, dtype);
+  // A GELU MLP's backward goes from d_residual straight to d_fc (Backend::matmul_gelu_backward).
+  if (c.mlp != MlpKind::gelu) d_activated = make(Shape{n, c.d_ff}, dtype);
 }
 
 size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq) {

@@ -126,9 +126,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
-    b.matmul_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated, g.mlp_proj_weight,
-                      g.mlp_proj_bias);
-    mlp_activation_backward(acts_.d_activated, a.fc, acts_.d_fc);
+    mlp_output_backward(w, a, g);
     b.matmul_backward(acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias);
     norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias);
 
@@ -186,11 +184,18 @@ void Transformer::mlp_input_forward(const BlockTensors& w, LayerActivations& a) 
   }
 }
 
-void Transformer::mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
-  switch (config_.mlp) {
-    case MlpKind::gelu: backend_.gelu_backward(dout, inp, dinp); break;
-    case MlpKind::relu: backend_.relu_backward(dout, inp, dinp); break;
-    case MlpKind::swiglu: backend_.swiglu_backward(dout, inp, dinp); break;
+void Transformer::mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g) {
+  // GELU's backward rides in the GEMM's epilogue where the backend has one; the others follow the GEMM.
+  if (config_.mlp == MlpKind::gelu) {
+    return backend_.matmul_gelu_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, a.fc, acts_.d_fc,
+                                         g.mlp_proj_weight, g.mlp_proj_bias);
+  }
+  backend_.matmul_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated, g.mlp_proj_weight,
+                           g.mlp_proj_bias);
+  if (config_.mlp == MlpKind::relu) {
+    backend_.relu_backward(acts_.d_activated, a.fc, acts_.d_fc);
+  } else {
+    backend_.swiglu_backward(acts_.d_activated, a.fc, acts_.d_fc);
   }
 }
 

@@ -57,7 +57,9 @@ class Transformer {
                      Tensor& dweight, Tensor& dbias);
   // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
   void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
-  void mlp_activation_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp);
+  // From d_residual through the MLP's output projection and its activation to d_fc; adds the projection's
+  // weight and bias gradients to g.
+  void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g);
   double mean_loss();
 
   // The UnitAccess calls, which do nothing without an owner listening.

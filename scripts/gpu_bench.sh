@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Single-GPU throughput: our train against the PyTorch reference trainer, same machine, same run.
 # Usage: scripts/gpu_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [case ...]
-#   a case is MODEL:BATCH (seq 1024), e.g. gpt2:16 gpt2-xl:8; default: gpt2:16 gpt2-xl:8
+#   a case is MODEL:BATCH[:SEQ] (seq 1024 unless given), e.g. gpt2:16 gpt2-xl:8 llama-3.2-1b:8:2048;
+#   default: gpt2:16 gpt2-xl:8
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,15 +13,17 @@ cases=("$@"); ((${#cases[@]})) || cases=(gpt2:16 gpt2-xl:8)
 mkdir -p "$out"
 table=()
 for c in "${cases[@]}"; do
-  model=${c%%:*} batch=${c##*:}
-  log="$out/train_${model}_b${batch}.log"
-  build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length 1024 --num-steps 30 --warmup-steps 10 \
+  IFS=: read -r model batch seq <<< "$c"
+  seq=${seq:-1024}
+  log="$out/train_${model}_b${batch}_t${seq}.log"
+  build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" --num-steps 30 --warmup-steps 10 \
     > "$log" 2>&1 || { tail -5 "$log"; table+=("$model B$batch: train failed"); continue; }
   ours=$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")
   grep -E "^summary|^time per step|^peak memory" "$log"
-  theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T 1024 --steps 30 --warmup 10 2>"$out/torch_${model}.err" \
-           | tee "$out/torch_${model}_b${batch}.json" | grep -oP '"tok_s": \K[0-9]+')
+  theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
+           2>"$out/torch_${model}_t${seq}.err" | tee "$out/torch_${model}_b${batch}_t${seq}.json" | grep -oP '"tok_s": \K[0-9]+')
   ratio=$(python3 -c "print(f'{$ours / $theirs:.2f}' if '$theirs' else 'n/a')" 2>/dev/null)
-  table+=("$(printf '%-8s B%-3s ours %8s tok/s | PyTorch %8s tok/s | ratio %s' "$model" "$batch" "$ours" "${theirs:-n/a}" "$ratio")")
+  table+=("$(printf '%-12s B%-3s T%-5s ours %8s tok/s | PyTorch %8s tok/s | ratio %s' "$model" "$batch" "$seq" "$ours" \
+    "${theirs:-n/a}" "$ratio")")
 done
 printf '%s\n' "---" "${table[@]}"

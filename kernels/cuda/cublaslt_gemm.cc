@@ -17,6 +17,7 @@ int alignment_of(const void* p) {
 cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
   if (g.bias_grad) return CUBLASLT_EPILOGUE_BGRADB;
   if (g.gelu_aux) return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (g.dgelu_aux) return CUBLASLT_EPILOGUE_DGELU;
   return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
@@ -58,7 +59,7 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  if (g.gelu_aux) {
+  if (g.gelu_aux || g.dgelu_aux) {
     const int64_t aux_ld = g.ldc;
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
@@ -115,9 +116,10 @@ bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   } else if (g.bias) {
     ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   }
-  if (g.gelu_aux) {
-    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.gelu_aux,
-                                                   sizeof g.gelu_aux));
+  if (g.gelu_aux || g.dgelu_aux) {
+    const void* aux = g.gelu_aux ? g.gelu_aux : g.dgelu_aux;
+    ZB_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   }
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   ZB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c,

@@ -28,6 +28,9 @@ struct GemmArgs {
   bool accumulate = false;            // C += instead of C =
   // With gelu_aux: C = GELU(op(A) op(B) + bias) and gelu_aux (same layout as C) receives the GELU's input.
   void* gelu_aux = nullptr;
+  // With dgelu_aux (same layout as C, the GELU's saved input): C = (op(A) op(B)) * GELU'(dgelu_aux), the GELU's
+  // backward in the epilogue (DGELU).
+  const void* dgelu_aux = nullptr;
   // With bias_grad (length n, of bias_grad_dtype): overwritten with the sums of op(B)'s columns over k (the
   // BGRADB epilogue).
   void* bias_grad = nullptr;

@@ -223,30 +223,56 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
     gemm_->run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data, .ldc = k,
                 .dtype = cuda_type<T>()},
                stream_);
-    // dweight[m, k] += dout[n, m]^T inp[n, k]; the bias gradient's column sums of dout come out of the same GEMM
-    // (fp32, into scratch, then added) where cuBLASLt's BGRADB epilogue exists, else from a column reduction.
-    const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k,
-                                      .b = dout.data, .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
-                                      .accumulate = true};
-    if (dbias.empty()) return gemm_->run(dweight_gemm, stream_);
-    // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
-    if (epilogues_.bias_gradient) {
-      cuda::GemmArgs with_bias_grad = dweight_gemm;
-      with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
-      if (gemm_->try_run(with_bias_grad, stream_)) {
-        ++epilogue_use_.bias_gradient_fp32;
-        return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
-      }
-      with_bias_grad.bias_grad_dtype = cuda_type<T>();
-      if (gemm_->try_run(with_bias_grad, stream_)) {
-        ++epilogue_use_.bias_gradient_in_type;
-        return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
-      }
-    }
-    ++epilogue_use_.bias_gradient_kernel;
-    gemm_->run(dweight_gemm, stream_);
-    cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+    weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
   });
+}
+
+void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
+                                       Tensor& dpre, Tensor& dweight, Tensor& dbias) {
+  const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
+  checks::same_shape(inp, pre, "matmul_gelu_backward pre", device());
+  checks::same_shape(inp, dpre, "matmul_gelu_backward dpre", device());
+  checks::same_shape(weight, dweight, "matmul dweight", device());
+  const bool fused = epilogues_.gelu_backward && dispatch(inp.dtype, [&]<typename T>() {
+    // dpre[n, k] = (dout[n, m] weight[m, k]) * gelu'(pre[n, k])
+    if (!gemm_->try_run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dpre.data,
+                         .ldc = k, .dtype = cuda_type<T>(), .dgelu_aux = pre.data},
+                        stream_)) {
+      return false;
+    }
+    weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
+    return true;
+  });
+  ++(fused ? epilogue_use_.gelu_backward_epilogue : epilogue_use_.gelu_backward_kernel);
+  if (!fused) Backend::matmul_gelu_backward(dout, inp, weight, pre, dpre, dweight, dbias);
+}
+
+template <typename T>
+void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m,
+                                  Tensor& dweight, Tensor& dbias) {
+  // dweight[m, k] += dout[n, m]^T inp[n, k]; the bias gradient's column sums of dout come out of the same GEMM
+  // (fp32, into scratch, then added) where cuBLASLt's BGRADB epilogue exists, else from a column reduction.
+  const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data,
+                                    .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
+                                    .accumulate = true};
+  if (dbias.empty()) return gemm_->run(dweight_gemm, stream_);
+  // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
+  if (epilogues_.bias_gradient) {
+    cuda::GemmArgs with_bias_grad = dweight_gemm;
+    with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
+    if (gemm_->try_run(with_bias_grad, stream_)) {
+      ++epilogue_use_.bias_gradient_fp32;
+      return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+    }
+    with_bias_grad.bias_grad_dtype = cuda_type<T>();
+    if (gemm_->try_run(with_bias_grad, stream_)) {
+      ++epilogue_use_.bias_gradient_in_type;
+      return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+    }
+  }
+  ++epilogue_use_.bias_gradient_kernel;
+  gemm_->run(dweight_gemm, stream_);
+  cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
 void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, Tensor& out, Tensor& lse) {

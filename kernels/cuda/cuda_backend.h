@@ -23,11 +23,14 @@ struct GemmEpilogues {
   // bf16 only with a bf16 result (rounded twice), and it measured no faster (docs/PERFORMANCE.md).
   bool bias_gradient = false;
   bool gelu = true;  // GELU_AUX_BIAS on the MLP's first GEMM (tanh form, measured) instead of a GELU kernel
+  // DGELU on the MLP's second GEMM's input gradient instead of a GELU-backward kernel (docs/PERFORMANCE.md)
+  bool gelu_backward = true;
 };
 
 // How often each path ran (op_bench reports which one the measured shapes took).
 struct EpilogueUse {
   int64_t gelu_epilogue = 0, gelu_kernel = 0;
+  int64_t gelu_backward_epilogue = 0, gelu_backward_kernel = 0;
   int64_t bias_gradient_fp32 = 0, bias_gradient_in_type = 0, bias_gradient_kernel = 0;
 };
 
@@ -70,6 +73,8 @@ class CudaBackend final : public Backend {
                            Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
                        Tensor& dbias) override;
+  void matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
+                            Tensor& dpre, Tensor& dweight, Tensor& dbias) override;
 
   void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -96,6 +101,10 @@ class CudaBackend final : public Backend {
  private:
   // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
   cuda::Scratch scratch(size_t bytes);
+  // dweight[m, k] += dout[n, m]^T inp[n, k] and, unless dbias is empty, dbias += dout's column sums.
+  template <typename T>
+  void weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m, Tensor& dweight,
+                       Tensor& dbias);
   // The fused classifier; with write_gradient the logit gradient overwrites the logits.
   void run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,
                          bool write_gradient, float grad_scale);

@@ -20,7 +20,15 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
-constexpr int kLd = D + 8;  // row stride in shared memory: the 16-byte pad spreads ldmatrix rows over the banks
+constexpr int kLd = D + 8;
+
+// Blocks per multiprocessor the forward and dQ kernels are compiled for (a register cap of 64K / (blocks x
+// 128 threads)): for head size 64, three, where the uncapped register use would allow two (dQ) or where four
+// would spill (forward); the warps of the other blocks hide each warp's latency.
+template <int D>
+constexpr int kForwardBlocks = D == 64 ? 3 : 1;
+template <int D>
+constexpr int kDqBlocks = D == 64 ? 3 : 1;  // row stride in shared memory: the 16-byte pad spreads ldmatrix rows over the banks
 
 // Starts copying rows [first, first + rows) of one head (zero past the sequence) into a [rows][kLd] tile.
 template <int D, int kTileRows>
@@ -79,8 +87,57 @@ constexpr size_t forward_smem() {
   return size_t(5) * kRows * kLd<D> * sizeof(bf16);  // Q, and K + V twice
 }
 
+// One key block of the forward pass for a warp's 16 queries: the scores, the online softmax (the running
+// maximum m in log2 units, per-lane partial row sums l) and O += P V. Only the diagonal block needs the causal
+// mask: every earlier block lies wholly before the warp's queries, and a key past the sequence end is later
+// than every real query, so it is masked there too. Every row keeps at least its own key, so m is finite
+// after the first block and no probability needs an infinity check.
+template <int D, bool kDiagonal>
+__device__ __forceinline__ void forward_step(float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
+                                             const uint32_t (&qa)[D / 16][4], const bf16* k_tile, const bf16* v_tile,
+                                             float scale_log2, int warp_row) {
+  float sc[8][4];
+  mma::zero(sc);
+  mma::mma_rows_as_columns<D / 16, 8>(sc, qa, k_tile, kLd<D>, 0, 0);
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (kDiagonal && tile_col(nt, e) > warp_row + tile_row(e)) sc[nt][e] = -INFINITY;
+      row_max[e / 2] = fmaxf(row_max[e / 2], sc[nt][e]);
+    }
+  }
+  float alpha[2], row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
+    row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
+    const float m_new = fmaxf(m[r], row_max[r] * scale_log2);
+    alpha[r] = exp2f(m[r] - m_new);  // 0 on the first block, where m is still -inf
+    m[r] = m_new;
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[nt][e] = exp2f(fmaf(sc[nt][e], scale_log2, -m[e / 2]));
+      row_sum[e / 2] += sc[nt][e];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];  // per-lane partial; the quad is summed last
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) {
+    o[nt][0] *= alpha[0], o[nt][1] *= alpha[0], o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
+  }
+  uint32_t pa[4][4];
+  mma::c_to_a<4>(pa, sc);
+  mma::mma_rows_as_rows<4, D / 8>(o, pa, v_tile, kLd<D>, 0, 0);
+}
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const bf16* qkv, AttentionShape s, bf16* out, float* lse,
+__global__ void __launch_bounds__(kThreads, kForwardBlocks<D>) forward_kernel(const bf16* qkv, AttentionShape s, bf16* out, float* lse,
                                                             float scale) {
   constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
@@ -108,49 +165,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const bf16* qkv, Atte
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
     const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
-    const bf16* v_tile = k_tile + kTile;
     if (k_block == 0) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
-
-    float sc[8][4];
-    mma::zero(sc);
-    mma::mma_rows_as_columns<KC, 8>(sc, qa, k_tile, kLd<D>, 0, 0);
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = k_block * kRows + tile_col(nt, e), query = first_query + tile_row(e);
-        sc[nt][e] = (key <= query && key < s.seq) ? sc[nt][e] * scale_log2 : -INFINITY;
-        row_max[e / 2] = fmaxf(row_max[e / 2], sc[nt][e]);
-      }
+    if (k_block < q_block) {
+      forward_step<D, false>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, warp * 16);
+    } else {
+      forward_step<D, true>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, warp * 16);
     }
-    float alpha[2], row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
-      row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
-      const float m_new = fmaxf(m[r], row_max[r]);
-      alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-      m[r] = m_new;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = m[e / 2] == -INFINITY ? 0.0f : exp2f(sc[nt][e] - m[e / 2]);
-        sc[nt][e] = p;
-        row_sum[e / 2] += p;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];  // per-lane partial; the quad is summed last
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      o[nt][0] *= alpha[0], o[nt][1] *= alpha[0], o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
-    }
-    uint32_t pa[4][4];
-    mma::c_to_a<4>(pa, sc);
-    mma::mma_rows_as_rows<4, D / 8>(o, pa, v_tile, kLd<D>, 0, 0);
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
@@ -187,6 +207,46 @@ constexpr size_t dkdv_smem() {
 __device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(mma::smem_address(dst)), "l"(src),
                "r"(valid ? 4 : 0));
+}
+
+// One step of the dK/dV kernel for a warp's 16 keys (A fragments ka, va of K and V) against BQ queries: P^T
+// rebuilt from the saved log-sum-exp, dV += P^T dO, dS^T = P^T (dP^T - delta) with dP^T = V dO^T, and
+// dK += dS^T Q. kMasked steps apply the causal mask (query_minus_key: the first query's position less the
+// warp's first key's) and drop the queries past the sequence end (valid_queries of the block are real);
+// the others lie wholly after the key block and inside the sequence.
+template <int D, int BQ, bool kMasked>
+__device__ __forceinline__ void dkdv_step(float (&dk)[D / 8][4], float (&dv)[D / 8][4], const uint32_t (&ka)[D / 16][4],
+                                          const uint32_t (&va)[D / 16][4], const bf16* q_tile, const bf16* do_tile,
+                                          const float* lse_s, const float* delta_s, float scale_log2,
+                                          int query_minus_key, int valid_queries) {
+  constexpr int KC = D / 16;
+  float p[BQ / 8][4];  // P^T: keys by queries
+  mma::zero(p);
+  mma::mma_rows_as_columns<KC, BQ / 8>(p, ka, q_tile, kLd<D>, 0, 0);
+#pragma unroll
+  for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = tile_col(nt, e);
+      p[nt][e] = exp2f(fmaf(p[nt][e], scale_log2, -lse_s[c] * kLog2e));
+      if (kMasked && (query_minus_key + c < tile_row(e) || c >= valid_queries)) p[nt][e] = 0.0f;
+    }
+  }
+  uint32_t pa[BQ / 16][4];
+  mma::c_to_a<BQ / 16>(pa, p);
+  mma::mma_rows_as_rows<BQ / 16, D / 8>(dv, pa, do_tile, kLd<D>, 0, 0);  // dV += P^T dO
+
+  float dp[BQ / 8][4];  // dP^T = V dO^T
+  mma::zero(dp);
+  mma::mma_rows_as_columns<KC, BQ / 8>(dp, va, do_tile, kLd<D>, 0, 0);
+#pragma unroll
+  for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - delta_s[tile_col(nt, e)]);  // dS^T
+  }
+  uint32_t dsa[BQ / 16][4];
+  mma::c_to_a<BQ / 16>(dsa, dp);
+  mma::mma_rows_as_rows<BQ / 16, D / 8>(dk, dsa, q_tile, kLd<D>, 0, 0);  // dK += dS^T Q
 }
 
 template <int D>
@@ -230,6 +290,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const 
   float dk[D / 8][4], dv[D / 8][4];
   mma::zero(dk);
   mma::zero(dv);
+  uint32_t ka[KC][4], va[KC][4];  // this warp's keys and values, loaded once
   for (int64_t step = 0; step < steps; ++step) {
     const int stage = int(step & 1);
     if (step + 1 < steps) {
@@ -239,45 +300,21 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const 
       mma::cp_async_wait<0>();
     }
     __syncthreads();
+    if (step == 0) {
+      mma::load_a<KC>(ka, k_tile, kLd<D>, warp * 16, 0);
+      mma::load_a<KC>(va, v_tile, kLd<D>, warp * 16, 0);
+    }
     const bf16* q_tile = qdo_tiles + 2 * stage * kQTile;
     const bf16* do_tile = q_tile + kQTile;
     const float* lse_s = stats + 2 * stage * BQ;
     const float* delta_s = lse_s + BQ;
     const int64_t q0 = (first_q_block + step % per_head) * BQ;
-
-    uint32_t ka[KC][4];
-    mma::load_a<KC>(ka, k_tile, kLd<D>, warp * 16, 0);
-    float p[BQ / 8][4];  // P^T: keys by queries
-    mma::zero(p);
-    mma::mma_rows_as_columns<KC, BQ / 8>(p, ka, q_tile, kLd<D>, 0, 0);
-#pragma unroll
-    for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = tile_col(nt, e);
-        const int64_t query = q0 + c, key = first_key + tile_row(e);
-        p[nt][e] = (query >= key && query < s.seq && key < s.seq)
-                       ? exp2f(p[nt][e] * scale_log2 - lse_s[c] * kLog2e)
-                       : 0.0f;
-      }
+    if (q0 >= (k_block + 1) * kRows && q0 + BQ <= s.seq) {
+      dkdv_step<D, BQ, false>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, 0, BQ);
+    } else {
+      dkdv_step<D, BQ, true>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, int(q0 - first_key),
+                             int(s.seq - q0));
     }
-    uint32_t pa[BQ / 16][4];
-    mma::c_to_a<BQ / 16>(pa, p);
-    mma::mma_rows_as_rows<BQ / 16, D / 8>(dv, pa, do_tile, kLd<D>, 0, 0);  // dV += P^T dO
-
-    uint32_t va[KC][4];
-    mma::load_a<KC>(va, v_tile, kLd<D>, warp * 16, 0);
-    float dp[BQ / 8][4];  // dP^T = V dO^T
-    mma::zero(dp);
-    mma::mma_rows_as_columns<KC, BQ / 8>(dp, va, do_tile, kLd<D>, 0, 0);
-#pragma unroll
-    for (int nt = 0; nt < BQ / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[nt][e] = p[nt][e] * (dp[nt][e] - delta_s[tile_col(nt, e)]);  // dS^T
-    }
-    uint32_t dsa[BQ / 16][4];
-    mma::c_to_a<BQ / 16>(dsa, dp);
-    mma::mma_rows_as_rows<BQ / 16, D / 8>(dk, dsa, q_tile, kLd<D>, 0, 0);  // dK += dS^T Q
     __syncthreads();
   }
   bf16* grad = dqkv + b * s.seq * stride;
@@ -290,8 +327,41 @@ constexpr size_t dq_smem() {
   return size_t(6) * kRows * kLd<D> * sizeof(bf16);  // Q, dO, and K + V twice
 }
 
+// One key block of the dQ kernel for a warp's 16 queries (A fragments qa, doa of Q and dO): P rebuilt from
+// the log-sum-exp (row_lse, in log2 units), dS = P (dO V^T - delta), dQ += dS K. Only the diagonal block is
+// masked (see forward_step).
+template <int D, bool kDiagonal>
+__device__ __forceinline__ void dq_step(float (&dq)[D / 8][4], const uint32_t (&qa)[D / 16][4],
+                                        const uint32_t (&doa)[D / 16][4], const bf16* k_tile, const bf16* v_tile,
+                                        const float (&row_lse)[2], const float (&row_delta)[2], float scale_log2,
+                                        int warp_row) {
+  constexpr int KC = D / 16;
+  float p[8][4];
+  mma::zero(p);
+  mma::mma_rows_as_columns<KC, 8>(p, qa, k_tile, kLd<D>, 0, 0);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      p[nt][e] = exp2f(fmaf(p[nt][e], scale_log2, -row_lse[e / 2]));
+      if (kDiagonal && tile_col(nt, e) > warp_row + tile_row(e)) p[nt][e] = 0.0f;
+    }
+  }
+  float ds[8][4];  // dP = dO V^T, then dS = P (dP - delta)
+  mma::zero(ds);
+  mma::mma_rows_as_columns<KC, 8>(ds, doa, v_tile, kLd<D>, 0, 0);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ds[nt][e] = p[nt][e] * (ds[nt][e] - row_delta[e / 2]);
+  }
+  uint32_t dsa[4][4];
+  mma::c_to_a<4>(dsa, ds);
+  mma::mma_rows_as_rows<4, D / 8>(dq, dsa, k_tile, kLd<D>, 0, 0);  // dQ += dS K
+}
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* dout, const bf16* qkv, const float* lse,
+__global__ void __launch_bounds__(kThreads, kDqBlocks<D>) dq_kernel(const bf16* dout, const bf16* qkv, const float* lse,
                                                        const float* delta, AttentionShape s, bf16* dqkv, float scale) {
   constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
@@ -324,37 +394,19 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* dout, const bf
   const float scale_log2 = scale * kLog2e;
   float dq[D / 8][4];
   mma::zero(dq);
+  uint32_t qa[KC][4], doa[KC][4];  // this warp's queries and output gradients, loaded once
 
   for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
     const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
-    const bf16* v_tile = k_tile + kTile;
-
-    uint32_t a[KC][4];
-    mma::load_a<KC>(a, q_tile, kLd<D>, warp * 16, 0);
-    float p[8][4];
-    mma::zero(p);
-    mma::mma_rows_as_columns<KC, 8>(p, a, k_tile, kLd<D>, 0, 0);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = k_block * kRows + tile_col(nt, e), query = first_query + tile_row(e);
-        p[nt][e] = (key <= query && key < s.seq && query < s.seq) ? exp2f(p[nt][e] * scale_log2 - row_lse[e / 2])
-                                                                  : 0.0f;
-      }
+    if (k_block == 0) {
+      mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
+      mma::load_a<KC>(doa, do_tile, kLd<D>, warp * 16, 0);
     }
-    mma::load_a<KC>(a, do_tile, kLd<D>, warp * 16, 0);
-    float ds[8][4];  // dP = dO V^T, then dS = P (dP - delta)
-    mma::zero(ds);
-    mma::mma_rows_as_columns<KC, 8>(ds, a, v_tile, kLd<D>, 0, 0);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ds[nt][e] = p[nt][e] * (ds[nt][e] - row_delta[e / 2]);
+    if (k_block < q_block) {
+      dq_step<D, false>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, warp * 16);
+    } else {
+      dq_step<D, true>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, warp * 16);
     }
-    uint32_t dsa[4][4];
-    mma::c_to_a<4>(dsa, ds);
-    mma::mma_rows_as_rows<4, D / 8>(dq, dsa, k_tile, kLd<D>, 0, 0);  // dQ += dS K
     __syncthreads();
   }
   store_rows<D>(dq, scale, dqkv + b * s.seq * stride + h * D, stride, first_query, s.seq);
