@@ -2,7 +2,8 @@
 # ZeRO stages on the GPUs of one host against PyTorch DDP and FSDP2 (torchrun), same machine, same run.
 # Usage: scripts/gpu_zero_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [MODEL:BATCH ...]
 #   a case is MODEL:BATCH per GPU (seq 1024); default: gpt2:16 gpt2-xl:8. GPUS (default: all visible),
-#   STEPS (default 20) and WARMUP (default 5) may be set in the environment.
+#   STEPS (default 20) and WARMUP (default 5) may be set in the environment, and STAGES (default "0 1 2 3") and
+#   MODES (the PyTorch runs, default "ddp fsdp"; empty for none) to run fewer.
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ mkdir -p "$out"
 table=()
 for c in "${cases[@]}"; do
   model=${c%%:*} batch=${c##*:}
-  for stage in 0 1 2 3; do
+  for stage in ${STAGES:-0 1 2 3}; do
     log="$out/train_${model}_b${batch}_stage${stage}.log"
     # Reductions overlap backward in buckets of 50M elements in every stage, so stages differ only in what
     # they partition.
@@ -29,7 +30,7 @@ for c in "${cases[@]}"; do
     table+=("$(printf '%-8s B%-3s stage %s  %9s tok/s  %7s ms/step  exposed comm %-12s peak %s GiB (rank 0)' \
       "$model" "$batch" "$stage" "$tok" "$ms" "${exposed:-n/a}" "$peak")")
   done
-  for mode in ddp fsdp; do
+  for mode in ${MODES-ddp fsdp}; do
     json="$out/torch_${model}_b${batch}_${mode}.json"
     PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$model" -B "$batch" -T 1024 \
       --steps "$steps" --warmup "$warmup" --mode "$mode" > "$json" 2> "$out/torch_${model}_${mode}.err"

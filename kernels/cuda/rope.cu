@@ -7,32 +7,63 @@ namespace zb::cuda {
 
 namespace {
 
-template <typename T>
+// Each thread rotates kVec consecutive pairs of one head: with kVec > 1, 16-byte vectors of each half (the
+// launcher checks that they are aligned). The index arithmetic is done once per thread, not per element.
+template <typename T, int kVec>
 __global__ void rope_kernel(T* qkv, const float* inv_freq, AttentionShape s, int direction) {
-  const int64_t half = s.head_dim / 2;
+  const int half = int(s.head_dim / 2), groups = half / kVec;
   const int64_t rotated_heads = s.heads + s.kv_heads;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= s.tokens() * rotated_heads * half) return;
-  const int64_t pair = i % half, head = (i / half) % rotated_heads, token = i / (half * rotated_heads);
+  if (i >= s.tokens() * rotated_heads * groups) return;
+  const int64_t head_row = i / groups;  // token * rotated_heads + head
+  const int first_pair = int(i - head_row * groups) * kVec;
+  const int64_t token = head_row / rotated_heads, head = head_row - token * rotated_heads;
   // The angle is formed in fp32 as position * inv_freq, as the reference implementations do.
-  const float angle = float(token % s.seq) * inv_freq[pair];
-  float sn, c;
-  sincosf(angle, &sn, &c);
-  sn *= float(direction);
-  T* x = qkv + token * s.qkv_width() + head * s.head_dim;
-  const float x1 = to_float(x[pair]), x2 = to_float(x[pair + half]);
-  x[pair] = from_float<T>(x1 * c - x2 * sn);
-  x[pair + half] = from_float<T>(x2 * c + x1 * sn);
+  const float position = float(token % s.seq);
+  T* x = qkv + token * s.qkv_width() + head * s.head_dim + first_pair;
+  float x1[kVec], x2[kVec];
+  if constexpr (kVec > 1) {
+    const Vec16<T> a = load16(x), b = load16(x + half);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x1[k] = to_float(a.v[k]), x2[k] = to_float(b.v[k]);
+  } else {
+    x1[0] = to_float(x[0]), x2[0] = to_float(x[half]);
+  }
+  Vec16<T> a, b;
+  T* out1 = kVec > 1 ? a.v : x;
+  T* out2 = kVec > 1 ? b.v : x + half;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    float sn, c;
+    sincosf(position * inv_freq[first_pair + k], &sn, &c);
+    sn *= float(direction);
+    out1[k] = from_float<T>(x1[k] * c - x2[k] * sn);
+    out2[k] = from_float<T>(x2[k] * c + x1[k] * sn);
+  }
+  if constexpr (kVec > 1) {
+    store16(x, a);
+    store16(x + half, b);
+  }
+}
+
+template <typename T, int kVec>
+void launch_rope(T* qkv, const float* inv_freq, const AttentionShape& s, int direction, cudaStream_t stream) {
+  const int64_t work = s.tokens() * (s.heads + s.kv_heads) * (s.head_dim / 2 / kVec);
+  rope_kernel<T, kVec><<<blocks_for(work, 256), 256, 0, stream>>>(qkv, inv_freq, s, direction);
+  ZB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& s, int direction, cudaStream_t stream) {
-  const int64_t work = s.tokens() * (s.heads + s.kv_heads) * (s.head_dim / 2);
-  if (work == 0) return;
-  rope_kernel<<<blocks_for(work, 256), 256, 0, stream>>>(qkv, inv_freq, s, direction);
-  ZB_CUDA_CHECK_LAUNCH();
+  if (s.tokens() * (s.heads + s.kv_heads) * (s.head_dim / 2) == 0) return;
+  constexpr int kVec = Vec16<T>::kSize;
+  // Vectors need every half-head to start on a 16-byte boundary: the row width and the half a multiple of them.
+  const bool vectorised =
+      (s.head_dim / 2) % kVec == 0 && s.qkv_width() % kVec == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+  if (vectorised) return launch_rope<T, kVec>(qkv, inv_freq, s, direction, stream);
+  launch_rope<T, 1>(qkv, inv_freq, s, direction, stream);
 }
 
 template void rope_rotate<float>(float*, const float*, const AttentionShape&, int, cudaStream_t);

@@ -185,7 +185,9 @@ TEST_P(CudaMatmul, OddShapesWithBias) { run({70, 24, 19, true}); }
 TEST_P(CudaMatmul, MlpShapeWithBias) {
   run({1024, 256, 1024, true});
   // In bf16 the GELU's backward took cuBLASLt's DGELU epilogue there (the training path), not the kernel.
-  if (dt() == DType::bf16) EXPECT_GT(gpu->epilogue_use().gelu_backward_epilogue, 0);
+  if (dt() == DType::bf16) {
+    EXPECT_GT(gpu->epilogue_use().gelu_backward_epilogue, 0);
+  }
 }
 
 struct AttentionCase {
@@ -238,52 +240,67 @@ TEST_P(CudaAttention, BackwardIsDeterministic) {
   EXPECT_EQ(check(c), first) << "the same bits on every run";
 }
 
-TEST_P(CudaOps, RopeForwardAndBackward) {
-  const AttentionShape s{2, 19, 4, 2, 32};
-  const Shape shape{s.tokens(), s.qkv_width()};
-  auto qkv = normal(shape.numel()), d = normal(shape.numel());
-  auto inv_freq = rnd.uniform<float>(s.head_dim / 2, 0.01, 1.0);
-  std::vector<float> rq = qkv, rd = d;
-  cpu.rope_forward(out(view(rq, shape)), view(inv_freq, {s.head_dim / 2}), s);
-  cpu.rope_backward(out(view(rd, shape)), view(inv_freq, {s.head_dim / 2}), s);
-  Tensor gq = up(qkv, shape), gd = up(d, shape);
-  const Tensor g_freq = upload(inv_freq, {s.head_dim / 2}, DType::f32);
-  gpu->rope_forward(gq, g_freq, s);
-  gpu->rope_backward(gd, g_freq, s);
-  expect_close(gq, rq, "rope forward");
-  expect_close(gd, rd, "rope backward");
+class CudaRope : public CudaOps {
+ protected:
+  void check(const AttentionShape& s) {
+    SCOPED_TRACE(testing::Message() << "T" << s.seq << " H" << s.heads << " KV" << s.kv_heads << " D" << s.head_dim);
+    const Shape shape{s.tokens(), s.qkv_width()};
+    auto qkv = normal(shape.numel()), d = normal(shape.numel());
+    auto inv_freq = rnd.uniform<float>(s.head_dim / 2, 0.01, 1.0);
+    std::vector<float> rq = qkv, rd = d;
+    cpu.rope_forward(out(view(rq, shape)), view(inv_freq, {s.head_dim / 2}), s);
+    cpu.rope_backward(out(view(rd, shape)), view(inv_freq, {s.head_dim / 2}), s);
+    Tensor gq = up(qkv, shape), gd = up(d, shape);
+    const Tensor g_freq = upload(inv_freq, {s.head_dim / 2}, DType::f32);
+    gpu->rope_forward(gq, g_freq, s);
+    gpu->rope_backward(gd, g_freq, s);
+    expect_close(gq, rq, "rope forward");
+    expect_close(gd, rd, "rope backward");
+  }
+};
+
+// Head size 32 takes 16-byte vectors (in both dtypes); 12 (a half of 6) and the odd row width (3 + 3 heads of
+// 10) take one pair a thread.
+TEST_P(CudaRope, ForwardAndBackward) {
+  check({2, 19, 4, 2, 32});
+  check({1, 7, 3, 1, 12});
+  check({1, 5, 3, 3, 10});
 }
 
+// f = 72 takes 16-byte vectors in SwiGLU; f = 20 takes them in fp32 only (5 vectors of 4), not in bf16.
 TEST_P(CudaOps, Activations) {
-  const int64_t n = 50, f = 72;
-  auto x = normal(n * f, 2.0), d = normal(n * f), x2 = normal(n * 2 * f, 2.0), y = normal(n * f);
-  std::vector<float> gelu(n * f), dgelu(n * f), relu(n * f), drelu(n * f), swi(n * f), dswi(n * 2 * f), sum(n * f);
-  const Shape sh{n, f}, sh2{n, 2 * f};
-  cpu.gelu_forward(view(x, sh), out(view(gelu, sh)));
-  cpu.gelu_backward(view(d, sh), view(x, sh), out(view(dgelu, sh)));
-  cpu.relu_forward(view(x, sh), out(view(relu, sh)));
-  cpu.relu_backward(view(d, sh), view(x, sh), out(view(drelu, sh)));
-  cpu.swiglu_forward(view(x2, sh2), out(view(swi, sh)));
-  cpu.swiglu_backward(view(d, sh), view(x2, sh2), out(view(dswi, sh2)));
-  cpu.residual_forward(view(x, sh), view(y, sh), out(view(sum, sh)));
+  for (const int64_t f : {72, 20}) {
+    SCOPED_TRACE(testing::Message() << "f = " << f);
+    const int64_t n = 50;
+    auto x = normal(n * f, 2.0), d = normal(n * f), x2 = normal(n * 2 * f, 2.0), y = normal(n * f);
+    std::vector<float> gelu(n * f), dgelu(n * f), relu(n * f), drelu(n * f), swi(n * f), dswi(n * 2 * f), sum(n * f);
+    const Shape sh{n, f}, sh2{n, 2 * f};
+    cpu.gelu_forward(view(x, sh), out(view(gelu, sh)));
+    cpu.gelu_backward(view(d, sh), view(x, sh), out(view(dgelu, sh)));
+    cpu.relu_forward(view(x, sh), out(view(relu, sh)));
+    cpu.relu_backward(view(d, sh), view(x, sh), out(view(drelu, sh)));
+    cpu.swiglu_forward(view(x2, sh2), out(view(swi, sh)));
+    cpu.swiglu_backward(view(d, sh), view(x2, sh2), out(view(dswi, sh2)));
+    cpu.residual_forward(view(x, sh), view(y, sh), out(view(sum, sh)));
 
-  const Tensor gx = up(x, sh), gd = up(d, sh), gx2 = up(x2, sh2);
-  Tensor o1 = poisoned(sh, dt()), o2 = poisoned(sh, dt()), o3 = poisoned(sh, dt()), o4 = poisoned(sh, dt());
-  Tensor o5 = poisoned(sh, dt()), o6 = poisoned(sh2, dt()), o7 = poisoned(sh, dt());
-  gpu->gelu_forward(gx, o1);
-  gpu->gelu_backward(gd, gx, o2);
-  gpu->relu_forward(gx, o3);
-  gpu->relu_backward(gd, gx, o4);
-  gpu->swiglu_forward(gx2, o5);
-  gpu->swiglu_backward(gd, gx2, o6);
-  gpu->residual_forward(gx, up(y, sh), o7);
-  expect_close(o1, gelu, "gelu");
-  expect_close(o2, dgelu, "gelu backward");
-  expect_close(o3, relu, "relu");
-  expect_close(o4, drelu, "relu backward");
-  expect_close(o5, swi, "swiglu");
-  expect_close(o6, dswi, "swiglu backward");
-  expect_close(o7, sum, "residual");
+    const Tensor gx = up(x, sh), gd = up(d, sh), gx2 = up(x2, sh2);
+    Tensor o1 = poisoned(sh, dt()), o2 = poisoned(sh, dt()), o3 = poisoned(sh, dt()), o4 = poisoned(sh, dt());
+    Tensor o5 = poisoned(sh, dt()), o6 = poisoned(sh2, dt()), o7 = poisoned(sh, dt());
+    gpu->gelu_forward(gx, o1);
+    gpu->gelu_backward(gd, gx, o2);
+    gpu->relu_forward(gx, o3);
+    gpu->relu_backward(gd, gx, o4);
+    gpu->swiglu_forward(gx2, o5);
+    gpu->swiglu_backward(gd, gx2, o6);
+    gpu->residual_forward(gx, up(y, sh), o7);
+    expect_close(o1, gelu, "gelu");
+    expect_close(o2, dgelu, "gelu backward");
+    expect_close(o3, relu, "relu");
+    expect_close(o4, drelu, "relu backward");
+    expect_close(o5, swi, "swiglu");
+    expect_close(o6, dswi, "swiglu backward");
+    expect_close(o7, sum, "residual");
+  }
 }
 
 TEST_P(CudaOps, CrossEntropyWithVocabularyPadding) {
@@ -378,6 +395,8 @@ TEST(CudaBackend, OutOfMemoryIsAnErrorTheProcessSurvives) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmul, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaRope, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
