@@ -3,7 +3,7 @@
 # Usage: scripts/gpu_zero_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [MODEL:BATCH ...]
 #   a case is MODEL:BATCH per GPU (seq 1024); default: gpt2:16 gpt2-xl:8. GPUS (default: all visible),
 #   STEPS (default 20) and WARMUP (default 5) may be set in the environment, and STAGES (default "0 1 2 3") and
-#   MODES (the PyTorch runs, default "ddp fsdp"; empty for none) to run fewer.
+#   MODES (the PyTorch runs, default "ddp fsdp") to run fewer; either set empty runs none of its kind.
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ mkdir -p "$out"
 table=()
 for c in "${cases[@]}"; do
   model=${c%%:*} batch=${c##*:}
-  for stage in ${STAGES:-0 1 2 3}; do
+  for stage in ${STAGES-0 1 2 3}; do
     log="$out/train_${model}_b${batch}_stage${stage}.log"
     # Reductions overlap backward in buckets of 50M elements in every stage, so stages differ only in what
     # they partition.
