@@ -20,7 +20,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int D>
-constexpr int kLd = D + 8;
+constexpr int kLd = D + 8;  // row stride in shared memory: the 16-byte pad spreads ldmatrix rows over the banks
 
 // Blocks per multiprocessor the forward and dQ kernels are compiled for (a register cap of 64K / (blocks x
 // 128 threads)): for head size 64, three, where the uncapped register use would allow two (dQ) or where four
@@ -28,7 +28,7 @@ constexpr int kLd = D + 8;
 template <int D>
 constexpr int kForwardBlocks = D == 64 ? 3 : 1;
 template <int D>
-constexpr int kDqBlocks = D == 64 ? 3 : 1;  // row stride in shared memory: the 16-byte pad spreads ldmatrix rows over the banks
+constexpr int kDqBlocks = D == 64 ? 3 : 1;
 
 // Starts copying rows [first, first + rows) of one head (zero past the sequence) into a [rows][kLd] tile.
 template <int D, int kTileRows>
@@ -82,6 +82,12 @@ __device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], float s
 __device__ __forceinline__ int tile_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e / 2); }
 __device__ __forceinline__ int tile_col(int nt, int e) { return nt * 8 + 2 * ((threadIdx.x % 32) % 4) + e % 2; }
 
+// In a diagonal block (queries and keys of the same 64 positions), whether element e of score tile nt, in the
+// warp whose queries start at row warp_row of the block, has its key after its query.
+__device__ __forceinline__ bool key_after_query(int nt, int e, int warp_row) {
+  return tile_col(nt, e) > warp_row + tile_row(e);
+}
+
 template <int D>
 constexpr size_t forward_smem() {
   return size_t(5) * kRows * kLd<D> * sizeof(bf16);  // Q, and K + V twice
@@ -104,7 +110,7 @@ __device__ __forceinline__ void forward_step(float (&o)[D / 8][4], float (&m)[2]
   for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (kDiagonal && tile_col(nt, e) > warp_row + tile_row(e)) sc[nt][e] = -INFINITY;
+      if (kDiagonal && key_after_query(nt, e, warp_row)) sc[nt][e] = -INFINITY;
       row_max[e / 2] = fmaxf(row_max[e / 2], sc[nt][e]);
     }
   }
@@ -344,7 +350,7 @@ __device__ __forceinline__ void dq_step(float (&dq)[D / 8][4], const uint32_t (&
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       p[nt][e] = exp2f(fmaf(p[nt][e], scale_log2, -row_lse[e / 2]));
-      if (kDiagonal && tile_col(nt, e) > warp_row + tile_row(e)) p[nt][e] = 0.0f;
+      if (kDiagonal && key_after_query(nt, e, warp_row)) p[nt][e] = 0.0f;
     }
   }
   float ds[8][4];  // dP = dO V^T, then dS = P (dP - delta)

@@ -29,20 +29,23 @@ __global__ void rope_kernel(T* qkv, const float* inv_freq, AttentionShape s, int
   } else {
     x1[0] = to_float(x[0]), x2[0] = to_float(x[half]);
   }
-  Vec16<T> a, b;
-  T* out1 = kVec > 1 ? a.v : x;
-  T* out2 = kVec > 1 ? b.v : x + half;
+  float y1[kVec], y2[kVec];
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     float sn, c;
     sincosf(position * inv_freq[first_pair + k], &sn, &c);
     sn *= float(direction);
-    out1[k] = from_float<T>(x1[k] * c - x2[k] * sn);
-    out2[k] = from_float<T>(x2[k] * c + x1[k] * sn);
+    y1[k] = x1[k] * c - x2[k] * sn;
+    y2[k] = x2[k] * c + x1[k] * sn;
   }
   if constexpr (kVec > 1) {
+    Vec16<T> a, b;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) a.v[k] = from_float<T>(y1[k]), b.v[k] = from_float<T>(y2[k]);
     store16(x, a);
     store16(x + half, b);
+  } else {
+    x[0] = from_float<T>(y1[0]), x[half] = from_float<T>(y2[0]);
   }
 }
 
