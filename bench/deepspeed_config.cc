@@ -257,6 +257,14 @@ void require(bool condition, std::string_view what) {
   if (!condition) throw Error(cat("deepspeed_config_json: ", what));
 }
 
+// section[key] = *value where the value is given, after requiring it positive (`name` in the message).
+template <typename Int>
+void put_positive(json& section, const char* key, const std::optional<Int>& value, std::string_view name) {
+  if (!value) return;
+  require(*value > 0, cat(name, " must be positive"));
+  section[key] = *value;
+}
+
 json offload_json(const std::string& device, const std::optional<std::string>& nvme_path, std::string_view name) {
   require(device == "none" || device == "cpu" || device == "nvme",
           cat(name, " must be \"none\", \"cpu\" or \"nvme\", got \"", device, "\""));
@@ -336,16 +344,11 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
   // micro * accumulation * world size: with a micro-batch it derives the global batch itself.
   require(c.micro_batch || c.train_batch, "needs micro_batch or train_batch: DeepSpeed refuses a config without");
   if (c.micro_batch) {
-    require(*c.micro_batch > 0, "micro_batch must be positive");
-    out["train_micro_batch_size_per_gpu"] = *c.micro_batch;
+    put_positive(out, "train_micro_batch_size_per_gpu", c.micro_batch, "micro_batch");
   } else {
-    require(*c.train_batch > 0, "train_batch must be positive");
-    out["train_batch_size"] = *c.train_batch;
+    put_positive(out, "train_batch_size", c.train_batch, "train_batch");
   }
-  if (c.grad_accum) {
-    require(*c.grad_accum > 0, "grad_accum must be positive");
-    out["gradient_accumulation_steps"] = *c.grad_accum;
-  }
+  put_positive(out, "gradient_accumulation_steps", c.grad_accum, "grad_accum");
   if (c.gradient_clipping) {
     require(*c.gradient_clipping >= 0, "gradient_clipping must be non-negative");
     out["gradient_clipping"] = *c.gradient_clipping;
@@ -404,21 +407,12 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
   if (!zero.empty()) out["zero_optimization"] = zero;
 
   json aio = json::object();
-  if (c.aio_block_size) {
-    require(*c.aio_block_size > 0, "aio_block_size must be positive");
-    aio["block_size"] = *c.aio_block_size;
-  }
-  if (c.aio_queue_depth) {
-    require(*c.aio_queue_depth > 0, "aio_queue_depth must be positive");
-    aio["queue_depth"] = *c.aio_queue_depth;
-  }
-  if (c.aio_intra_op_parallelism) {
-    require(*c.aio_intra_op_parallelism > 0, "aio_intra_op_parallelism must be positive");
-    // Both names, equal: older DeepSpeed releases read only thread_count, newer ones intra_op_parallelism, and
-    // the aio section is read key by key (no model forbids extra keys), so a release passes over the other name.
-    aio["intra_op_parallelism"] = *c.aio_intra_op_parallelism;
-    aio["thread_count"] = *c.aio_intra_op_parallelism;
-  }
+  put_positive(aio, "block_size", c.aio_block_size, "aio_block_size");
+  put_positive(aio, "queue_depth", c.aio_queue_depth, "aio_queue_depth");
+  // Both names, equal: older DeepSpeed releases read only thread_count, newer ones intra_op_parallelism, and
+  // the aio section is read key by key (no model forbids extra keys), so a release passes over the other name.
+  put_positive(aio, "intra_op_parallelism", c.aio_intra_op_parallelism, "aio_intra_op_parallelism");
+  put_positive(aio, "thread_count", c.aio_intra_op_parallelism, "aio_intra_op_parallelism");
   if (c.aio_single_submit) aio["single_submit"] = *c.aio_single_submit;
   if (c.aio_overlap_events) aio["overlap_events"] = *c.aio_overlap_events;
   if (!aio.empty()) out["aio"] = aio;
