@@ -9,6 +9,7 @@
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "core/strings.h"
+#include "kernels/attention_kernels.h"
 #include "models/model_registry.h"
 
 namespace zb {
@@ -229,6 +230,7 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
       return 0;
     }
     po::notify(vm);
+    attention_kernels_from_environment();  // a bad ZB_ATTENTION is bad input too
     return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";

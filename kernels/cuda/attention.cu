@@ -108,6 +108,26 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
   ZB_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+// One thread per element of a key (value) head: the sum, in fp32, of its group's query-head gradients.
+__global__ void sum_head_groups_kernel(const bf16* full, AttentionShape s, bf16* dst) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= s.tokens() * s.kv_width()) return;
+  const int64_t token = i / s.kv_width(), g = i % s.kv_width() / s.head_dim, e = i % s.head_dim;
+  const bf16* group = full + token * s.q_width() + g * s.group_size() * s.head_dim + e;
+  float sum = 0.0f;
+  for (int64_t h = 0; h < s.group_size(); ++h) sum += __bfloat162float(group[h * s.head_dim]);
+  dst[token * s.qkv_width() + g * s.head_dim + e] = __float2bfloat16(sum);
+}
+
+}  // namespace
+
+void sum_head_groups(const bf16* full, const AttentionShape& s, bf16* dst, cudaStream_t stream) {
+  sum_head_groups_kernel<<<blocks_for(s.tokens() * s.kv_width(), 256), 256, 0, stream>>>(full, s, dst);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
 template void attention_forward<float>(const float*, const AttentionShape&, float*, float*, cudaStream_t);
 template void attention_forward<bf16>(const bf16*, const AttentionShape&, bf16*, float*, cudaStream_t);
 template void attention_backward<float>(const float*, const float*, const float*, const float*, const AttentionShape&,

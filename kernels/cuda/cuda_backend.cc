@@ -7,6 +7,9 @@
 #include "kernels/cuda/cublaslt_gemm.h"
 #include "kernels/cuda/cuda_dtype.h"
 #include "kernels/cuda/cuda_ops.h"
+#ifdef ZB_HAVE_CUDNN
+#include "kernels/cuda/cudnn_attention.h"
+#endif
 #include "kernels/op_checks.h"
 
 namespace zb {
@@ -43,7 +46,7 @@ struct CudaTimingEvent final : TimingEvent {
 }  // namespace
 
 CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
-    : ordinal_(ordinal), allocator_(device_allocator) {
+    : ordinal_(ordinal), allocator_(device_allocator), attention_kernels_(attention_kernels_from_environment()) {
   ZB_CHECK(device_allocator.device() == Device::cuda(ordinal), "the CUDA backend needs an allocator of ",
            Device::cuda(ordinal).to_string());
   ZB_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -275,8 +278,32 @@ void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t
   cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
+cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
+#ifdef ZB_HAVE_CUDNN
+  if (attention_kernels_ != AttentionKernels::cudnn || qkv.dtype != DType::bf16) return nullptr;
+  if (!cudnn_attention_) cudnn_attention_ = std::make_shared<cuda::CudnnAttention>();
+  return cudnn_attention_.get();
+#else
+  if (attention_kernels_ == AttentionKernels::cudnn) attention_use_.why_not_cudnn = "built without cuDNN";
+  (void)qkv;
+#endif
+  return nullptr;
+}
+
 void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, Tensor& out, Tensor& lse) {
   checks::attention(qkv, s, out, lse, device());
+#ifdef ZB_HAVE_CUDNN
+  if (cuda::CudnnAttention* fused = cudnn_attention(qkv)) {
+    if (const std::optional<size_t> bytes = fused->forward_workspace(s)) {
+      const cuda::Scratch sc = scratch(*bytes);
+      fused->forward(qkv.data, s, out.data, lse.as<float>(), sc.data, stream_);
+      ++attention_use_.cudnn_forward;
+      return;
+    }
+    attention_use_.why_not_cudnn = fused->why_unavailable();
+  }
+#endif
+  ++attention_use_.own_forward;
   dispatch(qkv.dtype, [&]<typename T>() {
     cuda::attention_forward<T>(qkv.as<T>(), s, out.as<T>(), lse.as<float>(), stream_);
   });
@@ -287,6 +314,18 @@ void CudaBackend::attention_backward(const Tensor& dout, const Tensor& qkv, cons
   checks::attention(qkv, s, out, lse, device());
   checks::same_shape(out, dout, "attention dout", device());
   checks::same_shape(qkv, dqkv, "attention dqkv", device());
+#ifdef ZB_HAVE_CUDNN
+  if (cuda::CudnnAttention* fused = cudnn_attention(qkv)) {
+    if (const std::optional<size_t> bytes = fused->backward_workspace(s)) {
+      const cuda::Scratch sc = scratch(*bytes);
+      fused->backward(dout.data, qkv.data, out.data, lse.as<float>(), s, dqkv.data, sc.data, stream_);
+      ++attention_use_.cudnn_backward;
+      return;
+    }
+    attention_use_.why_not_cudnn = fused->why_unavailable();
+  }
+#endif
+  ++attention_use_.own_backward;
   const cuda::Scratch sc = scratch(cuda::attention_backward_scratch(s));
   dispatch(qkv.dtype, [&]<typename T>() {
     cuda::attention_backward<T>(dout.as<T>(), qkv.as<T>(), out.as<T>(), lse.as<float>(), s, dqkv.as<T>(), sc, stream_);

@@ -6,16 +6,25 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 
 #include "core/tracking_allocator.h"
+#include "kernels/attention_kernels.h"
 #include "kernels/backend.h"
 
 namespace zb {
 
 namespace cuda {
 class CublasLtGemm;
+class CudnnAttention;
 struct Scratch;
 }  // namespace cuda
+
+// Which attention kernels ran (op_bench and the tests report it).
+struct AttentionUse {
+  int64_t cudnn_forward = 0, own_forward = 0, cudnn_backward = 0, own_backward = 0;
+  std::string why_not_cudnn;  // the last reason cuDNN had no plan, when asked for it
+};
 
 // Which cuBLASLt epilogues the backend uses; the alternative is its own kernels (op_bench compares the two).
 struct GemmEpilogues {
@@ -45,6 +54,8 @@ class CudaBackend final : public Backend {
   void* native_stream() const override { return stream_; }
   void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
+  void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
+  const AttentionUse& attention_use() const { return attention_use_; }
 
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
@@ -105,6 +116,8 @@ class CudaBackend final : public Backend {
   template <typename T>
   void weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m, Tensor& dweight,
                        Tensor& dbias);
+  // cuDNN's attention for bf16 when chosen and available for the shape (created on first use), else nullptr.
+  cuda::CudnnAttention* cudnn_attention(const Tensor& qkv);
   // The fused classifier; with write_gradient the logit gradient overwrites the logits.
   void run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,
                          bool write_gradient, float grad_scale);
@@ -116,6 +129,10 @@ class CudaBackend final : public Backend {
   Buffer scratch_;
   GemmEpilogues epilogues_;
   EpilogueUse epilogue_use_;
+  AttentionKernels attention_kernels_ = AttentionKernels::own;
+  // Shared, not unique: a build without cuDNN never creates one, and an empty shared_ptr needs no complete type.
+  std::shared_ptr<cuda::CudnnAttention> cudnn_attention_;
+  AttentionUse attention_use_;
 };
 
 // The number of usable GPUs and a backend for GPU `ordinal`.

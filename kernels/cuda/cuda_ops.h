@@ -63,6 +63,11 @@ size_t attention_backward_scratch(const AttentionShape& shape);
 template <typename T>
 void attention_backward(const T* dout, const T* qkv, const T* out, const float* lse, const AttentionShape& shape,
                         T* dqkv, Scratch scratch, cudaStream_t stream);
+// Grouped-query attention's key (or value) gradient from per-query-head ones: dst[t, g, :] = the sum over the
+// query heads h of group g of full[t, h, :], for full [tokens, heads * head_dim] and dst the key (value) heads
+// of a dqkv [tokens, qkv_width].
+void sum_head_groups(const __nv_bfloat16* full, const AttentionShape& shape, __nv_bfloat16* dst,
+                     cudaStream_t stream);
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
 

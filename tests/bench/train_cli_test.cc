@@ -24,6 +24,18 @@ TEST(TrainCli, PrintsOneLineAStep) {
   EXPECT_EQ(steps, 3) << r.output;
 }
 
+// The attention-kernel switch comes from the environment; a bad value is bad input like a bad flag.
+TEST(TrainCli, RefusesAnUnknownAttentionKernelChoice) {
+  const auto r = test::run_command("ZB_ATTENTION=fast " + std::string(ZB_BINARY_DIR) +
+                                   "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("ZB_ATTENTION=fast: accepted values are own and cudnn"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
+  const auto own = test::run_command("ZB_ATTENTION=own " + std::string(ZB_BINARY_DIR) +
+                                     "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16");
+  EXPECT_EQ(own.exit_code, 0) << own.output;
+}
+
 TEST(TrainCli, HelpListsEveryFlagWithItsDefault) {
   const auto r = run_program("train", "--help");
   ASSERT_EQ(r.exit_code, 0);

@@ -196,8 +196,10 @@ struct AttentionCase {
 
 class CudaAttention : public CudaOps {
  protected:
-  // Forward and backward of one shape on both backends; returns the GPU's dqkv for determinism checks.
-  std::vector<float> check(const AttentionCase& c) {
+  // Forward and backward of one shape on both backends, the GPU's forward and backward by the given kernels;
+  // returns the GPU's dqkv for determinism checks.
+  std::vector<float> check(const AttentionCase& c, AttentionKernels forward = AttentionKernels::own,
+                           AttentionKernels backward = AttentionKernels::own) {
     SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads
                                     << " D" << c.head_dim);
     const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
@@ -210,7 +212,9 @@ class CudaAttention : public CudaOps {
 
     const Tensor g_qkv = up(qkv, qkv_shape);
     Tensor g_o = poisoned(o_shape, dt()), g_lse = poisoned(lse_shape, DType::f32), g_dqkv = poisoned(qkv_shape, dt());
+    gpu->set_attention_kernels(forward);
     gpu->attention_forward(g_qkv, s, g_o, g_lse);
+    gpu->set_attention_kernels(backward);
     gpu->attention_backward(up(dout, o_shape), g_qkv, g_o, g_lse, s, g_dqkv);
     expect_close(g_o, o, "attention output");
     // lse is fp32 on both sides; in bf16 runs the GPU's scores come from bf16 products.
@@ -238,6 +242,42 @@ TEST_P(CudaAttention, BackwardIsDeterministic) {
   const auto first = check(c);
   rnd = fixed;
   EXPECT_EQ(check(c), first) << "the same bits on every run";
+}
+
+// cuDNN's fused attention graphs (bf16): against the CPU alone and mixed with our kernels in either direction,
+// which holds only if both write the same log-sum-exp. A shape cuDNN builds no plan for fails with its reason.
+class CudnnAttention : public CudaAttention {
+ protected:
+  void SetUp() override {
+    CudaAttention::SetUp();
+    if (IsSkipped()) return;
+#ifndef ZB_HAVE_CUDNN
+    GTEST_SKIP() << "built without cuDNN";
+#endif
+  }
+  void expect_cudnn_ran(int64_t forwards, int64_t backwards) {
+    const AttentionUse& use = gpu->attention_use();
+    EXPECT_EQ(use.cudnn_forward, forwards) << use.why_not_cudnn;
+    EXPECT_EQ(use.cudnn_backward, backwards) << use.why_not_cudnn;
+  }
+};
+
+TEST_P(CudnnAttention, MatchesTheCpu) {
+  const auto cudnn = AttentionKernels::cudnn;
+  check({2, 70, 4, 4, 64}, cudnn, cudnn);   // 70 tokens: a partial tile
+  check({2, 200, 4, 2, 64}, cudnn, cudnn);  // grouped-query heads: dK, dV summed over each group
+  check({1, 130, 2, 2, 128}, cudnn, cudnn);
+  // Again, with the workspace as the first runs left it (the fp32 query-gradient accumulator lives there).
+  check({2, 70, 4, 4, 64}, cudnn, cudnn);
+  expect_cudnn_ran(4, 4);
+}
+
+TEST_P(CudnnAttention, MixesWithOurKernels) {
+  check({2, 96, 4, 4, 64}, AttentionKernels::cudnn, AttentionKernels::own);
+  check({2, 96, 4, 4, 64}, AttentionKernels::own, AttentionKernels::cudnn);
+  expect_cudnn_ran(1, 1);
+  EXPECT_EQ(gpu->attention_use().own_forward, 1);
+  EXPECT_EQ(gpu->attention_use().own_backward, 1);
 }
 
 class CudaRope : public CudaOps {
@@ -399,6 +439,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmul, ::testing::Values(DType::f32, DType
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaRope, ::testing::Values(DType::f32, DType::bf16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Bf16, CudnnAttention, ::testing::Values(DType::bf16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
 
 }  // namespace
