@@ -278,17 +278,13 @@ void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t
   cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
-cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
 #ifdef ZB_HAVE_CUDNN
+cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
   if (attention_kernels_ != AttentionKernels::cudnn || qkv.dtype != DType::bf16) return nullptr;
   if (!cudnn_attention_) cudnn_attention_ = std::make_shared<cuda::CudnnAttention>();
   return cudnn_attention_.get();
-#else
-  if (attention_kernels_ == AttentionKernels::cudnn) attention_use_.why_not_cudnn = "built without cuDNN";
-  (void)qkv;
-#endif
-  return nullptr;
 }
+#endif
 
 void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, Tensor& out, Tensor& lse) {
   checks::attention(qkv, s, out, lse, device());

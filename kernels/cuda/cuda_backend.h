@@ -116,7 +116,8 @@ class CudaBackend final : public Backend {
   template <typename T>
   void weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m, Tensor& dweight,
                        Tensor& dbias);
-  // cuDNN's attention for bf16 when chosen and available for the shape (created on first use), else nullptr.
+  // cuDNN's attention when it is chosen and the data is bf16 (created on first use), else nullptr; defined only
+  // in builds with cuDNN (CMake says at configure time when there is none).
   cuda::CudnnAttention* cudnn_attention(const Tensor& qkv);
   // The fused classifier; with write_gradient the logit gradient overwrites the logits.
   void run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,

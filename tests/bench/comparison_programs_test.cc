@@ -88,8 +88,12 @@ const std::vector<std::string> kFields = {"stage",
                                           "git_commit",
                                           "timestamp"};
 
-const std::string kTiny =
-    "--device cpu --model gpt2-tiny --batch-size 2 --seq-length 32 --num-steps 2 --warmup-steps 1";
+// The tiny model on the CPU, one warm-up step, and the timed steps.
+std::string tiny_run(int timed_steps) {
+  return "--device cpu --model gpt2-tiny --batch-size 2 --seq-length 32 --warmup-steps 1 --num-steps " +
+         std::to_string(timed_steps);
+}
+const std::string kTiny = tiny_run(2);
 
 // Ranks waiting in MPI yield the core: ctest runs other jobs beside this one, and a spinning rank would take
 // the core its peer needs to reach the same collective.
@@ -288,8 +292,7 @@ TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
 }
 
 TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTrueOne) {
-  const std::string kTimed =
-      "--device cpu --model gpt2-tiny --batch-size 2 --seq-length 32 --num-steps 8 --warmup-steps 1";
+  const std::string kTimed = tiny_run(8);
   TempDir out, again, doctored_dir;
   ASSERT_EQ(run_job("zero_bench", kTimed + " --stages 1 --output-dir " + out.path().string()).exit_code, 0);
   const fs::path baseline = only_file(out.path(), "zero_comparison_", ".json");
@@ -322,9 +325,8 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
 TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
   TempDir out;
   const ProgramResult r =
-      run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) + "/zero_bench --device cpu " +
-                  "--model gpt2-tiny --batch-size 2 --seq-length 32 --warmup-steps 1 " +
-                  "--num-steps 600 --output-dir " + out.path().string());
+      run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) + "/zero_bench " +
+                  tiny_run(600) + " --output-dir " + out.path().string());
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
