@@ -214,20 +214,18 @@ int run(const Flags& f) {
     const Tensor dout = bench.random({n, s.q_width()});
     // Causal: half of the T x T products. Forward 2 of them, backward 5 (dV, dP, dK, dQ and P once more).
     const double product = 2.0 * f.batch * c.n_head * f.seq * f.seq * c.head_dim / 2;
-    bench.time("attention forward", double(L), 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
-    bench.time("attention backward", double(L), 5 * product, 0,
-               [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
-    // cuDNN's fused attention graphs on the same shape, for comparison (not counted in the step).
-    gpu.set_attention_kernels(AttentionKernels::cudnn);
-    bench.time("attention forward, cuDNN", 0, 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
-    bench.time("attention backward, cuDNN", 0, 5 * product, 0,
-               [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
-    gpu.set_attention_kernels(attention_kernels_from_environment());
-    const AttentionUse& use = gpu.attention_use();
-    std::printf("attention kernels taken: cuDNN forward %lld, backward %lld; ours forward %lld, backward %lld%s%s\n",
-                (long long)use.cudnn_forward, (long long)use.cudnn_backward, (long long)use.own_forward,
-                (long long)use.own_backward, use.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ",
-                use.why_not_cudnn.c_str());
+    // Ours and cuDNN's fused graphs on the same shape; the step counts the ones training would take.
+    const AttentionKernels taken = attention_kernels_from_environment();
+    for (const AttentionKernels kernels : {AttentionKernels::own, AttentionKernels::cudnn}) {
+      gpu.set_attention_kernels(kernels);
+      const double count = kernels == taken ? double(L) : 0.0;
+      const std::string whose = kernels == AttentionKernels::own ? "ours" : "cuDNN";
+      bench.time("attention forward, " + whose, count, 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
+      bench.time("attention backward, " + whose, count, 5 * product, 0,
+                 [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
+    }
+    gpu.set_attention_kernels(taken);
+    std::printf("%s\n", gpu.kernel_choices().c_str());
     if (c.position == PositionKind::rotary) {
       std::vector<double> freq = rope_inverse_frequencies(c);
       std::vector<float> freq32(freq.begin(), freq.end());

@@ -63,6 +63,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     print(zb::format_step(steps.back(), run.num_steps, throughput));
   }
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
+  if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
   if (const size_t host = trainer.host_allocator().total().peak) {
     print(zb::cat("host memory of the ", zb::offload_strategy_name(o.offload), " strategy (",
                   run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0; ",

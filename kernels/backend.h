@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
@@ -38,6 +39,9 @@ class Backend {
   // The device queue the backend's work goes onto (a cudaStream_t for CUDA), for a communicator that must
   // order its collectives after that work; nullptr for the CPU backend, whose work is done when a call returns.
   virtual void* native_stream() const { return nullptr; }
+  // Which implementations the backend chose where it has several (empty where it has one), for the record
+  // of a run: a benchmark must say whether a fast library path or a fallback produced its number.
+  virtual std::string kernel_choices() const { return {}; }
 
   // --- memory and timing ----------------------------------------------------------------------------------
   // Copies between tensors of equal bytes; either side may be on the host or this backend's device.

@@ -3,7 +3,7 @@
 # Usage: scripts/gpu_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [case ...]
 #   a case is MODEL:BATCH[:SEQ] (seq 1024 unless given), e.g. gpt2:16 gpt2-xl:8 llama-3.2-1b:8:2048;
 #   default: gpt2:16 gpt2-xl:8
-#   ATTENTION_VARIANTS="own cudnn" times ours once per ZB_ATTENTION value against one PyTorch run (default: own)
+#   ATTENTION_VARIANTS="own cudnn" times ours once per ZB_ATTENTION value against one PyTorch run (default: cudnn, the default of train)
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ for c in "${cases[@]}"; do
   IFS=: read -r model batch seq <<< "$c"
   seq=${seq:-1024}
   ours=(); names=()
-  for variant in ${ATTENTION_VARIANTS:-own}; do
+  for variant in ${ATTENTION_VARIANTS:-cudnn}; do
     log="$out/train_${model}_b${batch}_t${seq}_${variant}.log"
     ZB_ATTENTION=$variant build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
       --num-steps 30 --warmup-steps 10 > "$log" 2>&1 || { tail -5 "$log"; ours+=(failed); names+=("$variant"); continue; }

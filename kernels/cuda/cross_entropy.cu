@@ -1,6 +1,9 @@
 // The fused classifier: softmax, per-token loss and the logit gradient in two passes over each row of
-// logits, one block per row. Pass 1 finds the row's max and sum of exponentials online; pass 2 writes the
-// gradient over the logits. Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
+// logits, one block per row. Pass 1 finds the row's max and sum of exponentials; pass 2 writes the gradient
+// over the logits. Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
+// Where a row fits in shared memory (GPT-2's 50,304 bf16 logits: 98 KiB, two blocks an SM) pass 1 keeps it
+// there and pass 2 reads it back from there: each logit crosses the memory bus once, in, and its gradient
+// once, out. Wider rows (Llama 3's 128,256) read the row twice from memory, the second time partly from L2.
 #include <cfloat>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -92,6 +95,57 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
   }
 }
 
+// The row staged in shared memory: 16-byte vectors, padded_vocab % kVec == 0. Each thread reads back only the
+// vectors it stored, so pass 2 needs no barrier beyond the reduction's. Pass 1 takes the thread's maximum
+// first, then its sum of exponentials: one exponential per logit, no rescaling.
+template <typename T>
+__global__ void cross_entropy_shared_row_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab,
+                                                int64_t vocab, float* losses, T* dlogits, float grad_scale) {
+  constexpr int kVec = Vec16<T>::kSize;
+  extern __shared__ float4 shared_row[];
+  Vec16<T>* const row = reinterpret_cast<Vec16<T>*>(shared_row);
+  const int64_t r = blockIdx.x;
+  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab);
+  const int vectors = int(padded_vocab / kVec);
+  float m = -FLT_MAX;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const Vec16<T> v = x[i];
+    row[i] = v;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      if (int64_t(i) * kVec + k < vocab) m = fmaxf(m, to_float(v.v[k]));
+  }
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const Vec16<T> v = row[i];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      if (int64_t(i) * kVec + k < vocab) s += __expf(to_float(v.v[k]) - m);
+  }
+  const MaxSum total = block_max_sum({m, s});
+  const float lse = total.m + logf(total.s);
+  const int32_t target = targets[r];
+  if (threadIdx.x == 0) losses[r] = lse - to_float(row[target / kVec].v[target % kVec]);
+  if (!dlogits) return;
+  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab);
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const Vec16<T> v = row[i];
+    Vec16<T> out;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const int64_t col = int64_t(i) * kVec + k;
+      const float g = col < vocab ? (__expf(to_float(v.v[k]) - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale
+                                  : 0.0f;
+      out.v[k] = from_float<T>(g);
+    }
+    dx[i] = out;
+  }
+}
+
+// Shared memory a block may take for its row: two blocks fit on an SM of an H100 or H200 (228 KiB).
+constexpr size_t kSharedRowLimit = 112 * 1024;
+
 }  // namespace
 
 template <typename T>
@@ -99,7 +153,14 @@ void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t p
                    float* losses, T* dlogits, float grad_scale, cudaStream_t stream) {
   if (n == 0) return;
   constexpr int kVec = Vec16<T>::kSize;
-  if (padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits)) {
+  const bool vectors = padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits);
+  const size_t row_bytes = size_t(padded_vocab) * sizeof(T);
+  if (vectors && row_bytes <= kSharedRowLimit) {
+    auto* kernel = cross_entropy_shared_row_kernel<T>;
+    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedRowLimit)));
+    kernel<<<unsigned(n), kThreads, row_bytes, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits,
+                                                         grad_scale);
+  } else if (vectors) {
     cross_entropy_kernel<T, kVec>
         <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);
   } else {

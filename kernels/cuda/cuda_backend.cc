@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/cuda_check.h"
+#include "core/strings.h"
 #include "kernels/cuda/cublaslt_gemm.h"
 #include "kernels/cuda/cuda_dtype.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -276,6 +277,14 @@ void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t
   ++epilogue_use_.bias_gradient_kernel;
   gemm_->run(dweight_gemm, stream_);
   cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+}
+
+std::string CudaBackend::kernel_choices() const {
+  const AttentionUse& a = attention_use_;
+  if (a.cudnn_forward + a.own_forward + a.cudnn_backward + a.own_backward == 0) return {};
+  return cat("attention kernels: cuDNN forward ", a.cudnn_forward, ", backward ", a.cudnn_backward,
+             "; ours forward ", a.own_forward, ", backward ", a.own_backward,
+             a.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ", a.why_not_cudnn);
 }
 
 #ifdef ZB_HAVE_CUDNN

@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
   const AttentionUse& attention_use() const { return attention_use_; }
+  std::string kernel_choices() const override;
 
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;

@@ -1,5 +1,6 @@
 // LayerNorm and RMSNorm, forward and backward: one warp per row for the row statistics and the input
-// gradient; the gain and bias gradients through the deterministic column reduction.
+// gradient; the gain and bias gradients through the deterministic column reduction, their partial sums formed
+// in the same pass as the input gradient where the rows allow 16-byte access.
 #include "kernels/cuda/column_reduce.cuh"
 
 namespace zb::cuda {
@@ -158,6 +159,93 @@ __global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* w
   }
 }
 
+// The fused backward: the input gradient as above, and in the same pass over each row every lane adds its
+// columns' gain and bias terms (dout * xhat, dout) into its warp's own slice of shared memory. Block b covers
+// rows [32 b, 32 b + 32), one chunk of the column reduction, in equal shares per warp; the warps' slices are
+// then added in warp order into the chunk's partial sums, which column_finish_kernel adds in chunk order. So
+// dout and x come from memory once instead of twice, and the result has the same bits on every run.
+template <typename T, bool kLayerNorm>
+__global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* weight, const float* mean,
+                                           const float* rstd, T* dx, int64_t n, int64_t c, int64_t chunks,
+                                           float* partials) {
+  constexpr int kOutputs = kLayerNorm ? 2 : 1;
+  extern __shared__ float4 shared_terms[];  // [warp][output][column]
+  float* const terms = reinterpret_cast<float*>(shared_terms);
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* const mine = terms + int64_t(warp) * kOutputs * c;
+  // Columns j .. j + 7 of output o in this warp's slice, as two float4 (c % 8 == 0 keeps them aligned).
+  auto slice = [&](int o, int64_t j) { return reinterpret_cast<float4*>(mine + o * c + j); };
+  for (int64_t j = lane * 8; j < c; j += 32 * 8)
+    for (int o = 0; o < kOutputs; ++o) slice(o, j)[0] = slice(o, j)[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+
+  const int rows_per_warp = int(kRowsPerChunk) / warps;
+  const int64_t first = int64_t(blockIdx.x) * kRowsPerChunk + int64_t(warp) * rows_per_warp;
+  for (int64_t row = first; row < min(n, first + rows_per_warp); ++row) {
+    const float mu = kLayerNorm ? mean[row] : 0.0f, rs = rstd[row];
+    const T* const g_row = dout + row * c;
+    const T* const x_row = x + row * c;
+    T* const dx_row = dx + row * c;
+    const float2 sums = row_sums<true, kLayerNorm>(g_row, x_row, weight, mu, rs, c);
+    const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
+    for (int64_t j = lane * 8; j < c; j += 32 * 8) {
+      float g[8], xv[8], w[8], d[8], gain[8], bias[8];
+      load8(g_row + j, g), load8(x_row + j, xv), load8(weight + j, w), load8(dx_row + j, d);
+      float4* const gain_terms = slice(0, j);
+      *reinterpret_cast<float4*>(gain) = gain_terms[0], *reinterpret_cast<float4*>(gain + 4) = gain_terms[1];
+      if constexpr (kLayerNorm) {
+        float4* const bias_terms = slice(1, j);
+        *reinterpret_cast<float4*>(bias) = bias_terms[0], *reinterpret_cast<float4*>(bias + 4) = bias_terms[1];
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float xhat = (xv[k] - mu) * rs;
+        d[k] += rs * (g[k] * w[k] - mean_dnorm - xhat * mean_dnorm_xhat);
+        gain[k] += g[k] * xhat;
+        if constexpr (kLayerNorm) bias[k] += g[k];
+      }
+      store8(dx_row + j, d);
+      gain_terms[0] = *reinterpret_cast<float4*>(gain), gain_terms[1] = *reinterpret_cast<float4*>(gain + 4);
+      if constexpr (kLayerNorm) {
+        float4* const bias_terms = slice(1, j);
+        bias_terms[0] = *reinterpret_cast<float4*>(bias), bias_terms[1] = *reinterpret_cast<float4*>(bias + 4);
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t col = threadIdx.x; col < c; col += blockDim.x) {
+    for (int o = 0; o < kOutputs; ++o) {
+      float total = 0.0f;
+      for (int w = 0; w < warps; ++w) total += terms[(int64_t(w) * kOutputs + o) * c + col];
+      partials[(o * chunks + blockIdx.x) * c + col] = total;
+    }
+  }
+}
+
+// Shared memory per block of the fused backward: at most this much, so that two blocks fit on an SM.
+constexpr size_t kFusedNormShared = 112 * 1024;
+
+// The fused backward where its warps' slices fit (fewer warps per block for wide rows); false elsewhere.
+template <typename T, bool kLayerNorm>
+bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
+                         T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
+  constexpr int kOutputs = kLayerNorm ? 2 : 1;
+  int warps = kWarpsPerBlock;
+  while (warps > 1 && size_t(warps) * kOutputs * c * sizeof(float) > kFusedNormShared) warps /= 2;
+  const size_t bytes = size_t(warps) * kOutputs * c * sizeof(float);
+  if (bytes > kFusedNormShared) return false;
+  const int64_t chunks = column_chunks(n);
+  ZB_CHECK(scratch.bytes >= size_t(2 * chunks * c) * sizeof(float), "norm backward scratch too small");
+  auto* partials = static_cast<float*>(scratch.data);
+  auto* kernel = norm_backward_fused_kernel<T, kLayerNorm>;
+  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedNormShared)));
+  kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
+                                                                partials);
+  ZB_CUDA_CHECK_LAUNCH();
+  column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, dweight, dbias);
+  ZB_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 // The gain and bias gradient terms of one element: dout * xhat and dout.
 template <typename T, bool kLayerNorm>
 struct NormParameterTerms {
@@ -202,6 +290,10 @@ void norm_backward(const T* dout, const T* x, const T* weight, const float* mean
                    T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
   // 8-column vectors when every row of every operand starts 16-byte aligned.
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, dout, x, weight, dx);
+  if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, scratch,
+                                                  stream)) {
+    return;
+  }
   const unsigned blocks = blocks_for(n, kWarpsPerBlock);
   if (vec8) {
     norm_backward_input_kernel<T, kLayerNorm, true>

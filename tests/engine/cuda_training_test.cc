@@ -1,6 +1,7 @@
 // Whole training steps on the GPU against the CPU reference: one forward/backward of each tiny model (fp32
-// and bf16), ten fp32 optimizer steps of GPT-2 (losses to 1e-4), bit-identical repeated runs, and an
-// out-of-memory failure the process survives. Skipped without a GPU.
+// and bf16), ten fp32 optimizer steps of GPT-2 (losses to 1e-4), bit-identical repeated runs with our attention
+// kernels, cuDNN's attention training as ours does, and an out-of-memory failure the process survives.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include "engine/trainer.h"
@@ -104,16 +105,37 @@ TEST_F(CudaTraining, TenFp32StepsOfGpt2MatchTheCpu) {
                                                                  << on_gpu[i];
 }
 
-TEST_F(CudaTraining, RepeatedBf16RunsAreBitIdentical) {
+TrainingOptions bf16_gpt2() {
   TrainingOptions options;
   options.model = resolve_model("gpt2");  // head size 64: the flash-attention kernels
   options.batch = 2;
   options.seq = 256;
   options.dtype = DType::bf16;
-  const auto first = losses(*gpu, *allocator, options, 3);
-  EXPECT_EQ(losses(*gpu, *allocator, options, 3), first);
-  EXPECT_LT(first.back(), first.front() + 0.5) << "and the run trains";
+  return options;
 }
+
+// With our attention kernels every reduction has a fixed order (cuDNN's backward adds dQ with atomics).
+TEST_F(CudaTraining, RepeatedBf16RunsWithOurAttentionAreBitIdentical) {
+  gpu->set_attention_kernels(AttentionKernels::own);
+  const auto first = losses(*gpu, *allocator, bf16_gpt2(), 3);
+  EXPECT_EQ(losses(*gpu, *allocator, bf16_gpt2(), 3), first);
+  EXPECT_LT(first.back(), first.front() + 0.5) << "and the run trains";
+  EXPECT_EQ(gpu->attention_use().cudnn_backward, 0);
+}
+
+#ifdef ZB_HAVE_CUDNN
+// The default, cuDNN's fused attention, trains as ours does: the same losses up to bf16 rounding.
+TEST_F(CudaTraining, CudnnAttentionTrainsAsOursDoes) {
+  gpu->set_attention_kernels(AttentionKernels::own);
+  const auto ours = losses(*gpu, *allocator, bf16_gpt2(), 5);
+  gpu->set_attention_kernels(AttentionKernels::cudnn);
+  const auto theirs = losses(*gpu, *allocator, bf16_gpt2(), 5);
+  ASSERT_GT(gpu->attention_use().cudnn_backward, 0) << gpu->attention_use().why_not_cudnn;
+  for (size_t i = 0; i < ours.size(); ++i)
+    EXPECT_NEAR(theirs[i], ours[i], 5e-3 * ours[i]) << "step " << i + 1;
+  EXPECT_LT(theirs.back(), theirs.front() + 0.5) << "and the run trains";
+}
+#endif
 
 TEST_F(CudaTraining, OutOfMemoryReleasesEverythingAndTrainingContinues) {
   TrainingOptions options;

@@ -28,12 +28,15 @@ struct Outcome {
   HostOptimizer::SpeculationCounts speculation;
 };
 
-// Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone.
-Outcome train(const TrainingOptions& options, int steps, bool distributed) {
+// Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone. Bit-for-bit
+// comparisons take our attention kernels, whose backward has no atomics.
+Outcome train(const TrainingOptions& options, int steps, bool distributed,
+              AttentionKernels attention = AttentionKernels::cudnn) {
   MpiWorld& world = test::mpi_world();
   const Device device = Device::cuda(world.local_rank());
   TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
   CudaBackend backend(device.index, allocator);
+  backend.set_attention_kernels(attention);
   std::unique_ptr<Communicator> comm;
   if (distributed) comm = make_communicator(world, device, backend.native_stream());
   const int rank = distributed ? world.rank() : 0, size = distributed ? world.size() : 1;
@@ -132,7 +135,8 @@ TEST_P(CudaOffload, SpeculationEndsAsWithoutIt) {
       TrainingOptions with = without;
       with.speculative_update = true;
       with.settle_speculation = true;  // (a callback that comes after the step's norm still misses it)
-      const Outcome reference = train(without, 4, true), ours = train(with, 4, true);
+      const Outcome reference = train(without, 4, true, AttentionKernels::own),
+                    ours = train(with, 4, true, AttentionKernels::own);
       EXPECT_EQ(ours.losses, reference.losses);
       for (size_t u = 0; u < ours.params.size(); ++u) EXPECT_EQ(ours.params[u], reference.params[u]) << "unit " << u;
       EXPECT_EQ(reference.speculation.kept + reference.speculation.discarded, 0);

@@ -4,6 +4,10 @@
 // receives the inputs exactly as the GPU holds them (rounded to bf16 in bf16 runs). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <utility>
+
+#include "core/strings.h"
 #include "support/cuda_fixture.h"
 
 namespace zb {
@@ -25,6 +29,10 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
     return representable(rnd.normal<float>(n, std, mean), dt());
   }
   Tensor up(const std::vector<float>& host, Shape shape) { return upload(host, shape, dt()); }
+  // One shape of the op against the CPU (the TEST_Ps below list the shapes).
+  void layernorm_case(int64_t n, int64_t c);
+  void rmsnorm_case(int64_t n, int64_t c);
+  void cross_entropy_case(int64_t n, int64_t padded, int64_t vocab);
   void expect_close(const Tensor& gpu_result, const std::vector<float>& reference, const char* what) {
     EXPECT_LE(relative_error(download(gpu_result), reference), tolerance(gpu_result.dtype)) << what;
   }
@@ -52,8 +60,17 @@ TEST_P(CudaOps, EmbeddingForwardAndBackward) {
   expect_close(g_dtable, ref_dtable, "embedding table gradient");
 }
 
+// Widths that take each backward path: the fused one with 8 warps a block (200), with 4 (3000: two outputs
+// of 3000 floats per warp), its scalar fallback (201: rows not 16-byte aligned) and the unfused one for rows
+// too wide for any warp's shared slice (14400); row counts that leave a partial chunk of 32.
 TEST_P(CudaOps, LayerNormForwardAndBackward) {
-  const int64_t n = 77, c = 200;
+  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 3000}, {33, 201}, {5, 14400}}) {
+    SCOPED_TRACE(cat(n, " x ", c));
+    layernorm_case(n, c);
+  }
+}
+
+void CudaOps::layernorm_case(int64_t n, int64_t c) {
   auto x = normal(n * c, 2.0, 0.5), w = normal(c, 0.3, 1.0), b = normal(c), dout = normal(n * c);
   auto dx = normal(n * c), dw = normal(c), db = normal(c);
   std::vector<float> y(n * c), mean(n), rstd(n), rdx = dx, rdw = dw, rdb = db;
@@ -101,7 +118,13 @@ TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
 }
 
 TEST_P(CudaOps, RmsNormForwardAndBackward) {
-  const int64_t n = 65, c = 128;
+  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {20, 8200}, {9, 60}, {3, 29000}}) {
+    SCOPED_TRACE(cat(n, " x ", c));
+    rmsnorm_case(n, c);
+  }
+}
+
+void CudaOps::rmsnorm_case(int64_t n, int64_t c) {
   auto x = normal(n * c, 1.5), w = normal(c, 0.3, 1.0), dout = normal(n * c), dx = normal(n * c), dw = normal(c);
   std::vector<float> y(n * c), rstd(n), rdx = dx, rdw = dw;
   cpu.rmsnorm_forward(view(x, {n, c}), view(w, {c}), 1e-6f, out(view(y, {n, c})), out(view(rstd, {n})));
@@ -343,8 +366,17 @@ TEST_P(CudaOps, Activations) {
   }
 }
 
+// Rows that fit in shared memory (384), rows too wide for it (70,016 bf16 or fp32 logits) and rows that are
+// not whole 16-byte vectors (301).
 TEST_P(CudaOps, CrossEntropyWithVocabularyPadding) {
-  const int64_t n = 45, padded = 384, vocab = 300;
+  for (const auto& [n, padded, vocab] : {std::tuple<int64_t, int64_t, int64_t>{45, 384, 300}, {6, 70016, 70000},
+                                        {7, 301, 297}}) {
+    SCOPED_TRACE(cat(n, " rows of ", vocab, " in ", padded));
+    cross_entropy_case(n, padded, vocab);
+  }
+}
+
+void CudaOps::cross_entropy_case(int64_t n, int64_t padded, int64_t vocab) {
   auto logits = normal(n * padded, 3.0);
   auto targets = rnd.ids(n, int32_t(vocab));
   std::vector<float> losses(n), grad = logits, grad_losses(n);
