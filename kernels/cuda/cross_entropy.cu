@@ -1,9 +1,10 @@
 // The fused classifier: softmax, per-token loss and the logit gradient in two passes over each row of
 // logits, one block per row. Pass 1 finds the row's max and sum of exponentials; pass 2 writes the gradient
 // over the logits. Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
-// Where a row fits in shared memory (GPT-2's 50,304 bf16 logits: 98 KiB, two blocks an SM) pass 1 keeps it
-// there and pass 2 reads it back from there: each logit crosses the memory bus once, in, and its gradient
-// once, out. Wider rows (Llama 3's 128,256) read the row twice from memory, the second time partly from L2.
+// On Hopper a row is spread over a cluster of blocks that keep it in shared memory between the passes
+// (cross_entropy_cluster_kernel); elsewhere one block reads its row twice, the second time partly from L2.
+#include <cooperative_groups.h>
+
 #include <cfloat>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -15,34 +16,44 @@ namespace {
 
 constexpr int kThreads = 512;
 
+// exp for the gradient: the fast approximation in bf16 runs (its error is far below bf16's rounding), the
+// accurate one in fp32 runs, whose rows of 10^5 logits the approximation would miss by 1e-5.
+template <typename T>
+__device__ __forceinline__ float exp_for(float x) {
+  if constexpr (sizeof(T) == 2) return __expf(x);
+  else return expf(x);
+}
+
 // Online softmax state: max m and sum of exp(x - m).
+template <typename T>
 struct MaxSum {
   float m = -FLT_MAX, s = 0.0f;
   __device__ void add(float x) {
     if (x > m) {
-      s = s * __expf(m - x) + 1.0f;
+      s = s * exp_for<T>(m - x) + 1.0f;
       m = x;
     } else {
-      s += __expf(x - m);
+      s += exp_for<T>(x - m);
     }
   }
   __device__ void merge(MaxSum o) {
     const float nm = fmaxf(m, o.m);
-    s = s * __expf(m - nm) + o.s * __expf(o.m - nm);
+    s = s * exp_for<T>(m - nm) + o.s * exp_for<T>(o.m - nm);
     m = nm;
   }
 };
 
-__device__ MaxSum block_max_sum(MaxSum local) {
+template <typename T>
+__device__ MaxSum<T> block_max_sum(MaxSum<T> local) {
   __shared__ float ms[kThreads / 32], ss[kThreads / 32];
   for (int offset = 16; offset > 0; offset >>= 1) {
-    MaxSum other{__shfl_xor_sync(0xffffffffu, local.m, offset), __shfl_xor_sync(0xffffffffu, local.s, offset)};
+    MaxSum<T> other{__shfl_xor_sync(0xffffffffu, local.m, offset), __shfl_xor_sync(0xffffffffu, local.s, offset)};
     local.merge(other);
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) ms[warp] = local.m, ss[warp] = local.s;
   __syncthreads();
-  MaxSum total;
+  MaxSum<T> total;
   for (int w = 0; w < kThreads / 32; ++w) total.merge({ms[w], ss[w]});  // same order in every thread
   return total;
 }
@@ -62,7 +73,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
       for (int k = 0; k < kVec; ++k) v[k] = to_float(packed.v[k]);
     }
   };
-  MaxSum local;
+  MaxSum<T> local;
   for (int64_t j = int64_t(threadIdx.x) * kVec; j < vocab; j += int64_t(kThreads) * kVec) {
     float v[kVec];
     load(j, v);
@@ -70,7 +81,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
     for (int k = 0; k < kVec; ++k)
       if (j + k < vocab) local.add(v[k]);
   }
-  const MaxSum total = block_max_sum(local);
+  const MaxSum<T> total = block_max_sum(local);
   const float lse = total.m + logf(total.s);
   const int32_t target = targets[row];
   if (threadIdx.x == 0) losses[row] = lse - to_float(x[target]);
@@ -84,7 +95,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const int64_t col = j + k;
-      const float g = col < vocab ? (__expf(v[k] - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
+      const float g = col < vocab ? (exp_for<T>(v[k] - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale : 0.0f;
       if constexpr (kVec == 1) {
         dx[col] = from_float<T>(g);
       } else {
@@ -95,56 +106,119 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
   }
 }
 
-// The row staged in shared memory: 16-byte vectors, padded_vocab % kVec == 0. Each thread reads back only the
-// vectors it stored, so pass 2 needs no barrier beyond the reduction's. Pass 1 takes the thread's maximum
-// first, then its sum of exponentials: one exponential per logit, no rescaling.
+// One row per cluster of kClusterBlocks blocks (Hopper): block q of the cluster stages slice q of the row in its
+// shared memory, finds the slice's max and sum of exponentials, and the blocks exchange these through
+// distributed shared memory, each combining all of them in rank order (the same bits in every block). Each
+// then writes its slice's gradient from shared memory. So each logit crosses the memory bus once, in, and its
+// gradient once, out; and a row is spread over many small blocks, so an SM holds several rows at different
+// phases and one's loads overlap another's arithmetic. Rows are whole 16-byte vectors (kVec values).
+constexpr int kClusterBlocks = 8;
+constexpr int kClusterThreads = 256;
+
 template <typename T>
-__global__ void cross_entropy_shared_row_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab,
-                                                int64_t vocab, float* losses, T* dlogits, float grad_scale) {
+__global__ void __launch_bounds__(kClusterThreads, 8)  // 8 blocks an SM: 32 registers, no spills
+    cross_entropy_cluster_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab, int64_t vocab,
+                                 int slice_vectors, float* losses, T* dlogits, float grad_scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kVec = Vec16<T>::kSize;
-  extern __shared__ float4 shared_row[];
-  Vec16<T>* const row = reinterpret_cast<Vec16<T>*>(shared_row);
-  const int64_t r = blockIdx.x;
-  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab);
-  const int vectors = int(padded_vocab / kVec);
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  extern __shared__ float4 shared_slice[];
+  Vec16<T>* const slice = reinterpret_cast<Vec16<T>*>(shared_slice);
+  __shared__ float2 slice_stats;  // this block's (max, sum of exp(x - max)), read by the whole cluster
+  __shared__ float warp_m[kClusterThreads / 32], warp_s[kClusterThreads / 32];
+
+  const int64_t r = blockIdx.x / kClusterBlocks;
+  const int q = int(cluster.block_rank());
+  const int64_t vectors = padded_vocab / kVec, first = int64_t(q) * slice_vectors;
+  const int64_t left = vectors - first;  // this block's vectors: slice_vectors, fewer in the last, or none
+  const int count = int(left <= 0 ? 0 : left < slice_vectors ? left : slice_vectors);
+  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab) + first;
+  auto valid = [&](int i, int k) { return (first + i) * kVec + k < vocab; };
+
   float m = -FLT_MAX;
 #pragma unroll 4
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+  for (int i = threadIdx.x; i < count; i += kClusterThreads) {
     const Vec16<T> v = x[i];
-    row[i] = v;
+    slice[i] = v;
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      if (int64_t(i) * kVec + k < vocab) m = fmaxf(m, to_float(v.v[k]));
+      if (valid(i, k)) m = fmaxf(m, to_float(v.v[k]));
   }
   float s = 0.0f;
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const Vec16<T> v = row[i];
+  for (int i = threadIdx.x; i < count; i += kClusterThreads) {  // the vectors this thread stored
+    const Vec16<T> v = slice[i];
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      if (int64_t(i) * kVec + k < vocab) s += __expf(to_float(v.v[k]) - m);
+      if (valid(i, k)) s += exp_for<T>(to_float(v.v[k]) - m);
   }
-  const MaxSum total = block_max_sum({m, s});
-  const float lse = total.m + logf(total.s);
+  MaxSum<T> local{m, s};
+  for (int offset = 16; offset > 0; offset >>= 1)
+    local.merge({__shfl_xor_sync(0xffffffffu, local.m, offset), __shfl_xor_sync(0xffffffffu, local.s, offset)});
+  if (threadIdx.x % 32 == 0) warp_m[threadIdx.x / 32] = local.m, warp_s[threadIdx.x / 32] = local.s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    MaxSum<T> block;
+    for (int w = 0; w < kClusterThreads / 32; ++w) block.merge({warp_m[w], warp_s[w]});
+    slice_stats = make_float2(block.m, block.s);
+  }
+  cluster.sync();  // every block's slice_stats is written
+  MaxSum<T> row;
+  for (int b = 0; b < kClusterBlocks; ++b) {
+    const float2 other = *cluster.map_shared_rank(&slice_stats, b);
+    row.merge({other.x, other.y});
+  }
+  cluster.sync();  // no block leaves (taking its shared memory) while another still reads it
+  const float lse = row.m + logf(row.s);
   const int32_t target = targets[r];
-  if (threadIdx.x == 0) losses[r] = lse - to_float(row[target / kVec].v[target % kVec]);
+  const int64_t target_vector = target / kVec - first;
+  if (threadIdx.x == 0 && target_vector >= 0 && target_vector < count)
+    losses[r] = lse - to_float(slice[target_vector].v[target % kVec]);
   if (!dlogits) return;
-  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab);
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const Vec16<T> v = row[i];
+  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab) + first;
+  for (int i = threadIdx.x; i < count; i += kClusterThreads) {
+    const Vec16<T> v = slice[i];
     Vec16<T> out;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const int64_t col = int64_t(i) * kVec + k;
-      const float g = col < vocab ? (__expf(to_float(v.v[k]) - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale
-                                  : 0.0f;
-      out.v[k] = from_float<T>(g);
+      const float p = valid(i, k) ? exp_for<T>(to_float(v.v[k]) - lse) : 0.0f;
+      out.v[k] = from_float<T>((i == target_vector && k == target % kVec ? p - 1.0f : p) * grad_scale);
     }
     dx[i] = out;
   }
+#else
+  __trap();  // launched only on compute capability 9.0 and newer
+#endif
 }
 
-// Shared memory a block may take for its row: two blocks fit on an SM of an H100 or H200 (228 KiB).
-constexpr size_t kSharedRowLimit = 112 * 1024;
+// Shared memory a block of a cluster may take for its slice without opting in to more.
+constexpr size_t kClusterSliceLimit = 48 * 1024;
+
+bool clusters_available() {
+  int device = 0, major = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
+template <typename T>
+void launch_cross_entropy_cluster(const T* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
+                                  int64_t vocab, int slice_vectors, float* losses, T* dlogits, float grad_scale,
+                                  cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(n * kClusterBlocks));
+  config.blockDim = dim3(kClusterThreads);
+  config.dynamicSmemBytes = size_t(slice_vectors) * 16;
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kClusterBlocks;
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  ZB_CUDA_CHECK(cudaLaunchKernelEx(&config, cross_entropy_cluster_kernel<T>, logits, targets, padded_vocab, vocab,
+                                   slice_vectors, losses, dlogits, grad_scale));
+}
 
 }  // namespace
 
@@ -154,12 +228,11 @@ void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t p
   if (n == 0) return;
   constexpr int kVec = Vec16<T>::kSize;
   const bool vectors = padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits);
-  const size_t row_bytes = size_t(padded_vocab) * sizeof(T);
-  if (vectors && row_bytes <= kSharedRowLimit) {
-    auto* kernel = cross_entropy_shared_row_kernel<T>;
-    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedRowLimit)));
-    kernel<<<unsigned(n), kThreads, row_bytes, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits,
-                                                         grad_scale);
+  const int64_t slice_vectors = (padded_vocab / kVec + kClusterBlocks - 1) / kClusterBlocks;
+  if (vectors && size_t(slice_vectors) * 16 <= kClusterSliceLimit && n <= 0x7fffffff / kClusterBlocks &&
+      clusters_available()) {
+    launch_cross_entropy_cluster(logits, targets, n, padded_vocab, vocab, int(slice_vectors), losses, dlogits,
+                                 grad_scale, stream);
   } else if (vectors) {
     cross_entropy_kernel<T, kVec>
         <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);
