@@ -1,10 +1,9 @@
 // The fused classifier: softmax, per-token loss and the logit gradient in two passes over each row of
 // logits, one block per row. Pass 1 finds the row's max and sum of exponentials; pass 2 writes the gradient
 // over the logits. Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
-// On Hopper a row is spread over a cluster of blocks that keep it in shared memory between the passes
-// (cross_entropy_cluster_kernel); elsewhere one block reads its row twice, the second time partly from L2.
-#include <cooperative_groups.h>
-
+// Where a row fits in shared memory (GPT-2's 50,304 bf16 logits: 98 KiB, two blocks an SM) pass 1 keeps it
+// there and pass 2 reads it back from there: each logit crosses the memory bus once, in, and its gradient
+// once, out. Wider rows (Llama 3's 128,256) read the row twice from memory, the second time partly from L2.
 #include <cfloat>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -16,7 +15,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// exp for the gradient: the fast approximation in bf16 runs (its error is far below bf16's rounding), the
+// exp as the kernels need it: the fast approximation in bf16 runs (its error is far below bf16's rounding), the
 // accurate one in fp32 runs, whose rows of 10^5 logits the approximation would miss by 1e-5.
 template <typename T>
 __device__ __forceinline__ float exp_for(float x) {
@@ -106,119 +105,56 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
   }
 }
 
-// One row per cluster of kClusterBlocks blocks (Hopper): block q of the cluster stages slice q of the row in its
-// shared memory, finds the slice's max and sum of exponentials, and the blocks exchange these through
-// distributed shared memory, each combining all of them in rank order (the same bits in every block). Each
-// then writes its slice's gradient from shared memory. So each logit crosses the memory bus once, in, and its
-// gradient once, out; and a row is spread over many small blocks, so an SM holds several rows at different
-// phases and one's loads overlap another's arithmetic. Rows are whole 16-byte vectors (kVec values).
-constexpr int kClusterBlocks = 8;
-constexpr int kClusterThreads = 256;
-
+// The row staged in shared memory: 16-byte vectors, padded_vocab % kVec == 0. Each thread reads back only the
+// vectors it stored, so pass 2 needs no barrier beyond the reduction's. Pass 1 takes the thread's maximum
+// first, then its sum of exponentials: one exponential per logit, no rescaling.
 template <typename T>
-__global__ void __launch_bounds__(kClusterThreads, 8)  // 8 blocks an SM: 32 registers, no spills
-    cross_entropy_cluster_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab, int64_t vocab,
-                                 int slice_vectors, float* losses, T* dlogits, float grad_scale) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__global__ void cross_entropy_shared_row_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab,
+                                                int64_t vocab, float* losses, T* dlogits, float grad_scale) {
   constexpr int kVec = Vec16<T>::kSize;
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  extern __shared__ float4 shared_slice[];
-  Vec16<T>* const slice = reinterpret_cast<Vec16<T>*>(shared_slice);
-  __shared__ float2 slice_stats;  // this block's (max, sum of exp(x - max)), read by the whole cluster
-  __shared__ float warp_m[kClusterThreads / 32], warp_s[kClusterThreads / 32];
-
-  const int64_t r = blockIdx.x / kClusterBlocks;
-  const int q = int(cluster.block_rank());
-  const int64_t vectors = padded_vocab / kVec, first = int64_t(q) * slice_vectors;
-  const int64_t left = vectors - first;  // this block's vectors: slice_vectors, fewer in the last, or none
-  const int count = int(left <= 0 ? 0 : left < slice_vectors ? left : slice_vectors);
-  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab) + first;
-  auto valid = [&](int i, int k) { return (first + i) * kVec + k < vocab; };
-
+  extern __shared__ float4 shared_row[];
+  Vec16<T>* const row = reinterpret_cast<Vec16<T>*>(shared_row);
+  const int64_t r = blockIdx.x;
+  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab);
+  const int vectors = int(padded_vocab / kVec);
   float m = -FLT_MAX;
 #pragma unroll 4
-  for (int i = threadIdx.x; i < count; i += kClusterThreads) {
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
     const Vec16<T> v = x[i];
-    slice[i] = v;
+    row[i] = v;
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      if (valid(i, k)) m = fmaxf(m, to_float(v.v[k]));
+      if (int64_t(i) * kVec + k < vocab) m = fmaxf(m, to_float(v.v[k]));
   }
   float s = 0.0f;
-  for (int i = threadIdx.x; i < count; i += kClusterThreads) {  // the vectors this thread stored
-    const Vec16<T> v = slice[i];
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const Vec16<T> v = row[i];
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      if (valid(i, k)) s += exp_for<T>(to_float(v.v[k]) - m);
+      if (int64_t(i) * kVec + k < vocab) s += exp_for<T>(to_float(v.v[k]) - m);
   }
-  MaxSum<T> local{m, s};
-  for (int offset = 16; offset > 0; offset >>= 1)
-    local.merge({__shfl_xor_sync(0xffffffffu, local.m, offset), __shfl_xor_sync(0xffffffffu, local.s, offset)});
-  if (threadIdx.x % 32 == 0) warp_m[threadIdx.x / 32] = local.m, warp_s[threadIdx.x / 32] = local.s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    MaxSum<T> block;
-    for (int w = 0; w < kClusterThreads / 32; ++w) block.merge({warp_m[w], warp_s[w]});
-    slice_stats = make_float2(block.m, block.s);
-  }
-  cluster.sync();  // every block's slice_stats is written
-  MaxSum<T> row;
-  for (int b = 0; b < kClusterBlocks; ++b) {
-    const float2 other = *cluster.map_shared_rank(&slice_stats, b);
-    row.merge({other.x, other.y});
-  }
-  cluster.sync();  // no block leaves (taking its shared memory) while another still reads it
-  const float lse = row.m + logf(row.s);
+  const MaxSum<T> total = block_max_sum(MaxSum<T>{m, s});
+  const float lse = total.m + logf(total.s);
   const int32_t target = targets[r];
-  const int64_t target_vector = target / kVec - first;
-  if (threadIdx.x == 0 && target_vector >= 0 && target_vector < count)
-    losses[r] = lse - to_float(slice[target_vector].v[target % kVec]);
+  if (threadIdx.x == 0) losses[r] = lse - to_float(row[target / kVec].v[target % kVec]);
   if (!dlogits) return;
-  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab) + first;
-  for (int i = threadIdx.x; i < count; i += kClusterThreads) {
-    const Vec16<T> v = slice[i];
+  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab);
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const Vec16<T> v = row[i];
     Vec16<T> out;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float p = valid(i, k) ? exp_for<T>(to_float(v.v[k]) - lse) : 0.0f;
-      out.v[k] = from_float<T>((i == target_vector && k == target % kVec ? p - 1.0f : p) * grad_scale);
+      const int64_t col = int64_t(i) * kVec + k;
+      const float g = col < vocab ? (exp_for<T>(to_float(v.v[k]) - lse) - (col == target ? 1.0f : 0.0f)) * grad_scale
+                                  : 0.0f;
+      out.v[k] = from_float<T>(g);
     }
     dx[i] = out;
   }
-#else
-  __trap();  // launched only on compute capability 9.0 and newer
-#endif
 }
 
-// Shared memory a block of a cluster may take for its slice without opting in to more.
-constexpr size_t kClusterSliceLimit = 48 * 1024;
-
-bool clusters_available() {
-  int device = 0, major = 0;
-  ZB_CUDA_CHECK(cudaGetDevice(&device));
-  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
-
-template <typename T>
-void launch_cross_entropy_cluster(const T* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
-                                  int64_t vocab, int slice_vectors, float* losses, T* dlogits, float grad_scale,
-                                  cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(n * kClusterBlocks));
-  config.blockDim = dim3(kClusterThreads);
-  config.dynamicSmemBytes = size_t(slice_vectors) * 16;
-  config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kClusterBlocks;
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  ZB_CUDA_CHECK(cudaLaunchKernelEx(&config, cross_entropy_cluster_kernel<T>, logits, targets, padded_vocab, vocab,
-                                   slice_vectors, losses, dlogits, grad_scale));
-}
+// Shared memory a block may take for its row: two blocks fit on an SM of an H100 or H200 (228 KiB).
+constexpr size_t kSharedRowLimit = 112 * 1024;
 
 }  // namespace
 
@@ -228,11 +164,12 @@ void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t p
   if (n == 0) return;
   constexpr int kVec = Vec16<T>::kSize;
   const bool vectors = padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits);
-  const int64_t slice_vectors = (padded_vocab / kVec + kClusterBlocks - 1) / kClusterBlocks;
-  if (vectors && size_t(slice_vectors) * 16 <= kClusterSliceLimit && n <= 0x7fffffff / kClusterBlocks &&
-      clusters_available()) {
-    launch_cross_entropy_cluster(logits, targets, n, padded_vocab, vocab, int(slice_vectors), losses, dlogits,
-                                 grad_scale, stream);
+  const size_t row_bytes = size_t(padded_vocab) * sizeof(T);
+  if (vectors && row_bytes <= kSharedRowLimit) {
+    auto* kernel = cross_entropy_shared_row_kernel<T>;
+    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedRowLimit)));
+    kernel<<<unsigned(n), kThreads, row_bytes, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits,
+                                                         grad_scale);
   } else if (vectors) {
     cross_entropy_kernel<T, kVec>
         <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);

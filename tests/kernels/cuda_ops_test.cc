@@ -366,9 +366,8 @@ TEST_P(CudaOps, Activations) {
   }
 }
 
-// Rows over a cluster of blocks on Hopper (384; 70,016 with large exponent ranges; 24, which leaves some of
-// the cluster's blocks without logits), rows too wide for a cluster's shared memory (200,000 fp32 or bf16
-// logits) and rows that are not whole 16-byte vectors (301).
+// Rows staged in shared memory (384, 24 logits), rows too wide for it (70,016 and 200,000 bf16 or fp32 logits,
+// with wide exponent ranges) and rows that are not whole 16-byte vectors (301).
 TEST_P(CudaOps, CrossEntropyWithVocabularyPadding) {
   for (const auto& [n, padded, vocab] : {std::tuple<int64_t, int64_t, int64_t>{45, 384, 300}, {6, 70016, 70000},
                                          {5, 24, 20}, {2, 200000, 199999}, {7, 301, 297}}) {
