@@ -415,7 +415,8 @@ TEST_P(CudaOps, OptimizersAndGradientScale) {
 }
 
 TEST_P(CudaOps, SumOfSquaresAndConversion) {
-  std::vector<std::vector<float>> parts = {normal(1000), normal(77777), normal(5)};
+  // 9e6: enough for the kernels' four-loads-at-a-time loop (a sweep of the grid is 2M elements in bf16).
+  std::vector<std::vector<float>> parts = {normal(1000), normal(77777), normal(5), normal(9000000)};
   std::vector<Tensor> cpu_views, gpu_views;
   for (auto& part : parts) {
     cpu_views.push_back(view(part, {int64_t(part.size())}));
