@@ -3,7 +3,8 @@
 # Usage: scripts/gpu_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [case ...]
 #   a case is MODEL:BATCH[:SEQ] (seq 1024 unless given), e.g. gpt2:16 gpt2-xl:8 llama-3.2-1b:8:2048;
 #   default: gpt2:16 gpt2-xl:8
-#   ATTENTION_VARIANTS="own cudnn" times ours once per ZB_ATTENTION value against one PyTorch run (default: cudnn, the default of train)
+#   ATTENTION_VARIANTS="own cudnn" times ours once per ZB_ATTENTION value against one PyTorch run
+#   (default: cudnn, train's own default)
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."

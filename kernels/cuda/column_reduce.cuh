@@ -88,6 +88,19 @@ __global__ void column_scalar_kernel(int64_t n, int64_t c, Terms terms, T* out0,
   if (out1) out1[col] = from_float<T>(to_float(out1[col]) + b);
 }
 
+// The [2][chunks][c] fp32 partial sums of the column reductions, in `scratch` (column_reduce_scratch bytes).
+inline float* column_partials(Scratch scratch, int64_t chunks, int64_t c) {
+  ZB_CHECK(scratch.bytes >= size_t(2 * chunks * c) * sizeof(float), "column_reduce scratch too small");
+  return static_cast<float*>(scratch.data);
+}
+
+// Phase 2: out0[col] (and out1[col], if not null) += the sum of its column's partials, in chunk order.
+template <typename T>
+void column_finish(const float* partials, int64_t chunks, int64_t c, T* out0, T* out1, cudaStream_t stream) {
+  column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, out0, out1);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
 // out0[col] += sum_row a-terms, out1[col] (if not null) += sum_row b-terms. `aligned` says that every row
 // the terms read starts 16-byte aligned.
 template <typename T, typename Terms>
@@ -99,8 +112,7 @@ void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* 
     return;
   }
   const int64_t chunks = column_chunks(n);
-  ZB_CHECK(scratch.bytes >= size_t(2 * chunks * c) * sizeof(float), "column_reduce scratch too small");
-  auto* partials = static_cast<float*>(scratch.data);
+  float* const partials = column_partials(scratch, chunks, c);
   const int threads = int(std::min<int64_t>(256, (c / 8 + 31) / 32 * 32));
   const dim3 grid(blocks_for(c / 8, threads), unsigned(std::min<int64_t>(chunks, 65535)));
   if (out1) {
@@ -109,8 +121,7 @@ void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* 
     column_partials_kernel<1><<<grid, threads, 0, stream>>>(n, c, chunks, terms, partials);
   }
   ZB_CUDA_CHECK_LAUNCH();
-  column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, out0, out1);
-  ZB_CUDA_CHECK_LAUNCH();
+  column_finish(partials, chunks, c, out0, out1, stream);
 }
 
 }  // namespace zb::cuda

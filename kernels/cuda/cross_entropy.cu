@@ -106,7 +106,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
 }
 
 // exp(x - shift) for many x: in bf16 runs one fused multiply-add and the hardware's approximate exp2 (its
-// error is far below bf16's rounding); in fp32 runs the accurate expf.
+// error is far below bf16's rounding); in fp32 runs exp_for's accurate expf.
 template <typename T>
 struct ShiftedExp {
   static constexpr float kLog2e = 1.4426950408889634f;
@@ -118,7 +118,7 @@ struct ShiftedExp {
       asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(x, kLog2e, -scaled_shift)));
       return y;
     } else {
-      return expf(x - shift);
+      return exp_for<T>(x - shift);
     }
   }
 };

@@ -172,11 +172,14 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
   extern __shared__ float4 shared_terms[];  // [warp][output][column]
   float* const terms = reinterpret_cast<float*>(shared_terms);
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* const mine = terms + int64_t(warp) * kOutputs * c;
-  // Columns j .. j + 7 of output o in this warp's slice, as two float4 (c % 8 == 0 keeps them aligned).
-  auto slice = [&](int o, int64_t j) { return reinterpret_cast<float4*>(mine + o * c + j); };
-  for (int64_t j = lane * 8; j < c; j += 32 * 8)
-    for (int o = 0; o < kOutputs; ++o) slice(o, j)[0] = slice(o, j)[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  // This warp's slice: the gain terms of every column, then the bias terms (c % 8 == 0 keeps 8 aligned).
+  float* const gain_terms = terms + int64_t(warp) * kOutputs * c;
+  float* const bias_terms = gain_terms + c;
+  const float zeros[8] = {};
+  for (int64_t j = lane * 8; j < c; j += 32 * 8) {
+    store8(gain_terms + j, zeros);
+    if constexpr (kLayerNorm) store8(bias_terms + j, zeros);
+  }
 
   const int rows_per_warp = int(kRowsPerChunk) / warps;
   const int64_t first = int64_t(blockIdx.x) * kRowsPerChunk + int64_t(warp) * rows_per_warp;
@@ -190,12 +193,8 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
     for (int64_t j = lane * 8; j < c; j += 32 * 8) {
       float g[8], xv[8], w[8], d[8], gain[8], bias[8];
       load8(g_row + j, g), load8(x_row + j, xv), load8(weight + j, w), load8(dx_row + j, d);
-      float4* const gain_terms = slice(0, j);
-      *reinterpret_cast<float4*>(gain) = gain_terms[0], *reinterpret_cast<float4*>(gain + 4) = gain_terms[1];
-      if constexpr (kLayerNorm) {
-        float4* const bias_terms = slice(1, j);
-        *reinterpret_cast<float4*>(bias) = bias_terms[0], *reinterpret_cast<float4*>(bias + 4) = bias_terms[1];
-      }
+      load8(gain_terms + j, gain);
+      if constexpr (kLayerNorm) load8(bias_terms + j, bias);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const float xhat = (xv[k] - mu) * rs;
@@ -204,11 +203,8 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
         if constexpr (kLayerNorm) bias[k] += g[k];
       }
       store8(dx_row + j, d);
-      gain_terms[0] = *reinterpret_cast<float4*>(gain), gain_terms[1] = *reinterpret_cast<float4*>(gain + 4);
-      if constexpr (kLayerNorm) {
-        float4* const bias_terms = slice(1, j);
-        bias_terms[0] = *reinterpret_cast<float4*>(bias), bias_terms[1] = *reinterpret_cast<float4*>(bias + 4);
-      }
+      store8(gain_terms + j, gain);
+      if constexpr (kLayerNorm) store8(bias_terms + j, bias);
     }
   }
   __syncthreads();
@@ -234,15 +230,13 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   const size_t bytes = size_t(warps) * kOutputs * c * sizeof(float);
   if (bytes > kFusedNormShared) return false;
   const int64_t chunks = column_chunks(n);
-  ZB_CHECK(scratch.bytes >= size_t(2 * chunks * c) * sizeof(float), "norm backward scratch too small");
-  auto* partials = static_cast<float*>(scratch.data);
+  float* const partials = column_partials(scratch, chunks, c);
   auto* kernel = norm_backward_fused_kernel<T, kLayerNorm>;
   ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedNormShared)));
   kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
                                                                 partials);
   ZB_CUDA_CHECK_LAUNCH();
-  column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, dweight, dbias);
-  ZB_CUDA_CHECK_LAUNCH();
+  column_finish(partials, chunks, c, dweight, dbias, stream);
   return true;
 }
 

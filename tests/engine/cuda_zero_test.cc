@@ -31,7 +31,7 @@ struct Outcome {
 // Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone. Bit-for-bit
 // comparisons take our attention kernels, whose backward has no atomics.
 Outcome train(const TrainingOptions& options, int steps, bool distributed,
-              AttentionKernels attention = AttentionKernels::cudnn) {
+              AttentionKernels attention = attention_kernels_from_environment()) {
   MpiWorld& world = test::mpi_world();
   const Device device = Device::cuda(world.local_rank());
   TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
