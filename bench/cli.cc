@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "core/strings.h"
 #include "kernels/attention_kernels.h"
+#include "kernels/gemm_algorithms.h"
 #include "models/model_registry.h"
 
 namespace zb {
@@ -230,7 +231,8 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
       return 0;
     }
     po::notify(vm);
-    attention_kernels_from_environment();  // a bad ZB_ATTENTION is bad input too
+    attention_kernels_from_environment();  // a bad ZB_ATTENTION or ZB_GEMM_ALGORITHMS is bad input too
+    gemm_algorithms_from_environment();
     return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";

@@ -257,7 +257,10 @@ int run(const Flags& f) {
     OptimizerParams p;
     bench.time("adamw (per layer's params)", double(L), 0, 30.0 * (params / L),
                [&] { gpu.optimizer_step(master, grad, m, v, model_copy, p); });
-    bench.time("sum of squares (per layer)", double(L), 0, 2.0 * (params / L), [&] { gpu.sum_of_squares({grad}); });
+    // As the trainer calls it for clipping: every unit's gradient in one call (one wait for the result).
+    std::vector<Tensor> unit_grads;
+    for (int64_t u = 0; u < L; ++u) unit_grads.push_back(bench.random({params / L}, 0.01f));
+    bench.time("sum of squares (all layers, one call)", 1, 0, 2.0 * params, [&] { gpu.sum_of_squares(unit_grads); });
   }
   std::printf("sum of the ops per step: %.1f ms (the trainer's step adds launch gaps and host work)\n", bench.total());
   return 0;

@@ -1,8 +1,10 @@
 #include "kernels/cuda/cublaslt_gemm.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "core/cuda_check.h"
+#include "kernels/cuda/gemm_algorithm_timing.h"
 
 namespace zb::cuda {
 
@@ -21,12 +23,33 @@ cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
   return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// How many of the heuristic's candidates a timed choice considers (its first is usually within a few
+// percent of the best; the rest of the list rarely wins).
+constexpr int kTimedCandidates = 8;
+// An accumulating GEMM is timed into a scratch C (its own C must keep its contents); larger outputs (the
+// vocabulary-sized weight gradient, a GEMM at the GEMM rate anyway) keep the heuristic's pick.
+constexpr size_t kMaxScratchBytesForTiming = size_t(64) << 20;
+
+// The timed choices of this process per device and shape: every CublasLtGemm (one per backend) on the device
+// takes the same algorithm for a shape, so two runs in one process compute alike.
+struct TimedChoices {
+  std::mutex mutex;
+  std::map<std::pair<int, CublasLtGemm::Key>, cublasLtMatmulAlgo_t> algos;
+};
+TimedChoices& timed_choices() {
+  static TimedChoices choices;
+  return choices;
+}
+
 }  // namespace
 
 struct CublasLtGemm::Plan {
+  Key key;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; cleared once the choice is made
+  bool settled() const { return candidates.empty(); }
   ~Plan() {
     if (desc) cublasLtMatmulDescDestroy(desc);
     for (auto layout : {a, b, c})
@@ -34,8 +57,11 @@ struct CublasLtGemm::Plan {
   }
 };
 
-CublasLtGemm::CublasLtGemm(TrackingAllocator& device_allocator, size_t workspace_bytes)
-    : workspace_(device_allocator.allocate(workspace_bytes, MemoryPool::workspace)) {
+CublasLtGemm::CublasLtGemm(TrackingAllocator& device_allocator, GemmAlgorithms algorithms, size_t workspace_bytes)
+    : allocator_(device_allocator),
+      algorithms_(algorithms),
+      workspace_(device_allocator.allocate(workspace_bytes, MemoryPool::workspace)) {
+  ZB_CUDA_CHECK(cudaGetDevice(&device_ordinal_));
   ZB_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -44,7 +70,7 @@ CublasLtGemm::~CublasLtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
+CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasLtEpilogue_t epilogue = epilogue_of(g);
   const Key key{g.trans_a, g.trans_b,   g.m,          g.n,
                 g.k,       g.lda,       g.ldb,        g.ldc,
@@ -54,6 +80,7 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   if (it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
+  plan->key = key;
   ZB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
@@ -83,10 +110,11 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTimedCandidates]{};
   int found = 0;
+  const int wanted = algorithms_ == GemmAlgorithms::timed ? kTimedCandidates : 1;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                                               preference, 1, &result, &found);
+                                                               preference, wanted, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   // An epilogue cuBLASLt does not offer for these types shows as NOT_SUPPORTED or, for some type combinations
   // (a BGRADB into fp32 from bf16 matrices), INVALID_VALUE: either way the caller falls back.
@@ -97,8 +125,55 @@ const CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
     return nullptr;
   }
   ZB_CUBLAS_CHECK(status);
-  plan->algo = result.algo;
+  plan->algo = results[0].algo;
+  if (algorithms_ == GemmAlgorithms::timed) {
+    TimedChoices& chosen = timed_choices();
+    const std::lock_guard lock(chosen.mutex);
+    const auto earlier = chosen.algos.find({device_ordinal_, key});
+    if (earlier != chosen.algos.end()) {
+      plan->algo = earlier->second;
+    } else if (found > 1) {
+      for (int i = 0; i < found; ++i) plan->candidates.push_back(results[i].algo);
+    }
+  }
   return (plans_[key] = std::move(plan)).get();
+}
+
+cublasStatus_t CublasLtGemm::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g,
+                                    cudaStream_t stream) {
+  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+  return cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c, &algo,
+                        workspace_.data(), workspace_.bytes(), stream);
+}
+
+void CublasLtGemm::choose_by_timing(Plan& plan, const GemmArgs& g, cudaStream_t stream) {
+  GemmArgs trial = g;
+  Buffer scratch_c;
+  if (g.accumulate) {
+    const size_t bytes = size_t(g.ldc) * size_t(g.n) * (g.dtype == CUDA_R_32F ? 4 : 2);
+    if (bytes > kMaxScratchBytesForTiming) return plan.candidates.clear();
+    try {
+      scratch_c = allocator_.allocate(bytes, MemoryPool::workspace);
+    } catch (const OutOfMemory&) {
+      return plan.candidates.clear();  // no room to time in: the heuristic's pick
+    }
+    ZB_CUDA_CHECK(cudaMemsetAsync(scratch_c.data(), 0, bytes, stream));
+    trial.c = scratch_c.data();
+  }
+  const std::vector<float> ms = time_candidates(
+      plan.candidates.size(),
+      [&](size_t i) { return launch(plan, plan.candidates[i], trial, stream) == CUBLAS_STATUS_SUCCESS; }, stream);
+  const size_t chosen = fastest_candidate(ms);
+  plan.algo = plan.candidates[chosen];
+  plan.candidates.clear();
+  ++timing_summary_.shapes_timed;
+  if (chosen != 0) {
+    ++timing_summary_.shapes_changed;
+    timing_summary_.ms_saved_per_run += ms[0] - ms[chosen];
+  }
+  TimedChoices& choices = timed_choices();
+  const std::lock_guard lock(choices.mutex);
+  choices.algos.emplace(std::pair{device_ordinal_, plan.key}, plan.algo);  // a first choice elsewhere stands
 }
 
 void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
@@ -107,9 +182,9 @@ void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
 
 bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0) return true;
-  const Plan* found = plan_for(g);
+  Plan* found = plan_for(g);
   if (!found) return false;
-  const Plan& plan = *found;
+  Plan& plan = *found;
   if (g.bias_grad) {
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias_grad, sizeof g.bias_grad));
@@ -121,9 +196,8 @@ bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   }
-  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-  ZB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c,
-                                 &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+  if (!plan.settled()) choose_by_timing(plan, g, stream);
+  ZB_CUBLAS_CHECK(launch(plan, plan.algo, g, stream));
   return true;
 }
 

@@ -1,6 +1,8 @@
 // CublasLtGemm: column-major C = op(A) op(B) (+ C when accumulating) (+ bias[m] epilogue) through cuBLASLt,
 // fp32 accumulation (no TF32 in fp32 mode, so fp32 results match the CPU reference). Descriptors and the
-// heuristic's algorithm are cached per shape, so a training step asks cuBLASLt nothing new after the first.
+// algorithm are cached per shape, so a training step asks cuBLASLt nothing new after the first. With
+// GemmAlgorithms::timed the algorithm is the fastest of the heuristic's first candidates, timed on the shape's
+// first use (gemm_algorithm_timing.h); otherwise the heuristic's first.
 #pragma once
 
 #include <cublasLt.h>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "core/tracking_allocator.h"
+#include "kernels/gemm_algorithms.h"
 
 namespace zb::cuda {
 
@@ -39,7 +42,11 @@ struct GemmArgs {
 
 class CublasLtGemm {
  public:
-  CublasLtGemm(TrackingAllocator& device_allocator, size_t workspace_bytes = size_t(32) << 20);
+  // What selects a plan: transposes, sizes, leading dimensions, type, epilogue, operand alignments.
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int>;
+
+  CublasLtGemm(TrackingAllocator& device_allocator, GemmAlgorithms algorithms,
+               size_t workspace_bytes = size_t(32) << 20);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
@@ -49,12 +56,20 @@ class CublasLtGemm {
   // the caller then does the epilogue's work itself.
   bool try_run(const GemmArgs& args, cudaStream_t stream);
 
+  const GemmTimingSummary& timing_summary() const { return timing_summary_; }
+
  private:
   struct Plan;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int>;
   // The cached plan, or nullptr when cuBLASLt offers no algorithm (also cached).
-  const Plan* plan_for(const GemmArgs& args);
+  Plan* plan_for(const GemmArgs& args);
+  cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, cudaStream_t stream);
+  // Times the plan's candidates on these operands (into a scratch C when accumulating) and keeps the fastest.
+  void choose_by_timing(Plan& plan, const GemmArgs& args, cudaStream_t stream);
 
+  TrackingAllocator& allocator_;
+  GemmAlgorithms algorithms_;
+  int device_ordinal_ = 0;
+  GemmTimingSummary timing_summary_;
   cublasLtHandle_t handle_ = nullptr;
   Buffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;

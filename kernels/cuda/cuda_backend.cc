@@ -1,7 +1,9 @@
 #include "kernels/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/strings.h"
@@ -52,8 +54,16 @@ CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
            Device::cuda(ordinal).to_string());
   ZB_CUDA_CHECK(cudaSetDevice(ordinal));
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator);
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator, gemm_algorithms_from_environment());
 }
+
+void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
+  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old plans' workspace may still be in use
+  gemm_.reset();
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(allocator_, algorithms);
+}
+
+const GemmTimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
 
 CudaBackend::~CudaBackend() {
   if (stream_) {
@@ -280,11 +290,19 @@ void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t
 }
 
 std::string CudaBackend::kernel_choices() const {
+  std::vector<std::string> lines;
   const AttentionUse& a = attention_use_;
-  if (a.cudnn_forward + a.own_forward + a.cudnn_backward + a.own_backward == 0) return {};
-  return cat("attention kernels: cuDNN forward ", a.cudnn_forward, ", backward ", a.cudnn_backward,
-             "; ours forward ", a.own_forward, ", backward ", a.own_backward,
-             a.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ", a.why_not_cudnn);
+  if (a.cudnn_forward + a.own_forward + a.cudnn_backward + a.own_backward > 0) {
+    lines.push_back(cat("attention kernels: cuDNN forward ", a.cudnn_forward, ", backward ", a.cudnn_backward,
+                        "; ours forward ", a.own_forward, ", backward ", a.own_backward,
+                        a.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ", a.why_not_cudnn));
+  }
+  if (const auto& t = gemm_->timing_summary(); t.shapes_timed > 0) {
+    lines.push_back(cat("GEMM algorithms timed for ", t.shapes_timed, " shapes; ", t.shapes_changed,
+                        " took another than cuBLASLt's first (",
+                        std::lround(t.ms_saved_per_run * 1000.0), " us less for one run of each)"));
+  }
+  return join(lines, "\n");
 }
 
 #ifdef ZB_HAVE_CUDNN

@@ -11,6 +11,7 @@
 #include "core/tracking_allocator.h"
 #include "kernels/attention_kernels.h"
 #include "kernels/backend.h"
+#include "kernels/gemm_algorithms.h"
 
 namespace zb {
 
@@ -53,6 +54,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
   void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
+  // Replaces the GEMM plans (the environment's ZB_GEMM_ALGORITHMS picks at construction).
+  void set_gemm_algorithms(GemmAlgorithms algorithms);
+  const GemmTimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
   const AttentionUse& attention_use() const { return attention_use_; }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <regex>
+#include <utility>
 
 #include "support/run_program.h"
 #include "support/temp_dir.h"
@@ -24,17 +25,21 @@ TEST(TrainCli, PrintsOneLineAStep) {
   EXPECT_EQ(steps, 3) << r.output;
 }
 
-// The attention-kernel switch comes from the environment; a bad value is bad input like a bad flag.
-TEST(TrainCli, RefusesAnUnknownAttentionKernelChoice) {
-  const auto r = test::run_command("ZB_ATTENTION=fast " + std::string(ZB_BINARY_DIR) +
-                                   "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("ZB_ATTENTION=fast: accepted values are cudnn (the default) and own"), std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
-  const auto own = test::run_command("ZB_ATTENTION=own " + std::string(ZB_BINARY_DIR) +
-                                     "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16");
-  EXPECT_EQ(own.exit_code, 0) << own.output;
+// The kernel switches come from the environment; a bad value is bad input like a bad flag.
+TEST(TrainCli, RefusesAnUnknownKernelChoice) {
+  const std::string train = std::string(ZB_BINARY_DIR) + "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16";
+  for (const auto& [setting, message] :
+       {std::pair<std::string, std::string>{"ZB_ATTENTION=fast", "ZB_ATTENTION=fast: accepted values are cudnn, own"},
+        {"ZB_GEMM_ALGORITHMS=best", "ZB_GEMM_ALGORITHMS=best: accepted values are timed, heuristic"}}) {
+    const auto r = test::run_command(setting + " " + train);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
+  }
+  for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic"}) {
+    const auto r = test::run_command(std::string(setting) + " " + train);
+    EXPECT_EQ(r.exit_code, 0) << setting << "\n" << r.output;
+  }
 }
 
 TEST(TrainCli, HelpListsEveryFlagWithItsDefault) {

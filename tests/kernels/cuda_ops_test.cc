@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "kernels/cuda/gemm_algorithm_timing.h"
 #include "support/cuda_fixture.h"
 
 namespace zb {
@@ -145,15 +146,22 @@ struct MatmulCase {
   bool bias;
 };
 
-// Each case runs with cuBLASLt's epilogues (bias gradient, GELU) and with the backend's own kernels instead.
+// Each case runs with cuBLASLt's epilogues (bias gradient, GELU) and with the backend's own kernels instead,
+// each with timed and with heuristic algorithm choices. Timing runs every candidate on the operands (into a
+// scratch C when the GEMM accumulates): the accumulating weight gradients below start from random values, so
+// a trial that wrote into them would show.
 class CudaMatmul : public CudaOps {
  protected:
   void run(const MatmulCase& mc) {
-    for (const bool epilogues : {true, false}) {
-      SCOPED_TRACE(epilogues ? "cuBLASLt epilogues" : "own kernels");
-      gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
-      run_once(mc);
-      run_gelu_backward(mc);
+    for (const GemmAlgorithms algorithms : {GemmAlgorithms::timed, GemmAlgorithms::heuristic}) {
+      gpu->set_gemm_algorithms(algorithms);
+      for (const bool epilogues : {true, false}) {
+        SCOPED_TRACE(testing::Message() << (epilogues ? "cuBLASLt epilogues" : "own kernels")
+                                        << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic"));
+        gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
+        run_once(mc);
+        run_gelu_backward(mc);
+      }
     }
   }
 
@@ -211,6 +219,31 @@ TEST_P(CudaMatmul, MlpShapeWithBias) {
   if (dt() == DType::bf16) {
     EXPECT_GT(gpu->epilogue_use().gelu_backward_epilogue, 0);
   }
+}
+
+// A timed choice holds for the process: fresh plans (as a second backend or a second run in one process has)
+// take the algorithm timed first without timing again, so their products are the same bits.
+TEST_P(CudaMatmul, TimedChoicesHoldForTheProcess) {
+  const int64_t n = 2048, k = 768, m = 2304;  // gpt2's qkv projection at two sequences
+  const auto x = normal(n * k), w = normal(m * k, 0.2);
+  const Tensor gx = up(x, {n, k}), gw = up(w, {m, k});
+  std::vector<float> products[2];
+  for (int run = 0; run < 2; ++run) {
+    gpu->set_gemm_algorithms(GemmAlgorithms::timed);
+    Tensor y = poisoned({n, m}, dt());
+    gpu->matmul_forward(gx, gw, Tensor{}, y);
+    products[run] = download(y);
+    EXPECT_EQ(gpu->gemm_timing().shapes_timed, run == 0 ? 1 : 0)
+        << (run == 0 ? "cuBLASLt offers several algorithms here" : "the first run's choice is kept");
+  }
+  EXPECT_EQ(products[0], products[1]);
+}
+
+TEST(GemmAlgorithmTiming, KeepsTheHeuristicsPickWithinTheMargin) {
+  EXPECT_EQ(cuda::fastest_candidate({1.00f, 0.99f, 1.2f}), 0u) << "1% faster is noise";
+  EXPECT_EQ(cuda::fastest_candidate({1.00f, 1.1f, 0.90f}), 2u);
+  EXPECT_EQ(cuda::fastest_candidate({INFINITY, 2.0f}), 1u) << "a first candidate that cannot run";
+  EXPECT_EQ(cuda::fastest_candidate({}), 0u);
 }
 
 struct AttentionCase {

@@ -1,0 +1,23 @@
+// How the GPU backend picks a cuBLASLt algorithm for each GEMM shape: `timed` runs the heuristic's first
+// candidates on the shape's first use and keeps the fastest (docs/PERFORMANCE.md has what it gains);
+// `heuristic` takes the heuristic's first, as cuBLAS does. The environment variable ZB_GEMM_ALGORITHMS picks;
+// timed by default. A timed choice is kept for the process, so repeated runs in one process compute alike.
+#pragma once
+
+#include <cstdint>
+
+namespace zb {
+
+enum class GemmAlgorithms { timed, heuristic };
+
+// How the timed choices went, for the programs' report: shapes timed, how many of them took another algorithm
+// than the heuristic's first, and the time those saved (one run of each such shape, ms).
+struct GemmTimingSummary {
+  int64_t shapes_timed = 0, shapes_changed = 0;
+  double ms_saved_per_run = 0;
+};
+
+// ZB_GEMM_ALGORITHMS's value, or timed when it is unset or empty; UsageError naming the variable otherwise.
+GemmAlgorithms gemm_algorithms_from_environment();
+
+}  // namespace zb
