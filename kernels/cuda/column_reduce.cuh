@@ -1,7 +1,7 @@
 // Deterministic sums over the rows of an [n, c] matrix, per column: the parameter gradients of the norms
 // and the bias gradient. Phase 1: each thread sums 8 adjacent columns (16-byte loads) over a fixed chunk of
-// rows into fp32 partials; phase 2: per column, 8 warps sum interleaved chunks and then combine in a fixed
-// order, adding the result to the destination. No atomics: the same bits on every run.
+// rows into fp32 partials; phase 2: per column, 32 or 64 thread groups sum interleaved chunks and then combine
+// in a fixed order, adding the result to the destination. No atomics: the same bits on every run.
 // Where c is not a multiple of 8 (or rows are not 16-byte aligned) one thread per column adds all rows.
 //
 // Terms supplies the summands: vec8(row, col0, a, b) adds columns col0..col0+7 of a row into a[8] (and b[8]);
@@ -16,7 +16,6 @@
 namespace zb::cuda {
 
 constexpr int64_t kRowsPerChunk = 32;
-constexpr int kFinishWarps = 8;
 
 inline int64_t column_chunks(int64_t n) { return (n + kRowsPerChunk - 1) / kRowsPerChunk; }
 
@@ -52,26 +51,37 @@ __global__ void column_partials_kernel(int64_t n, int64_t c, int64_t chunks, Ter
   }
 }
 
-// Block x covers 32 columns; warp w adds chunks w, w + 8, ... for each; then warp 0 adds the 8 in order.
+// Block x covers kFinishColumns columns of every output with kFinishThreads threads: thread t takes column
+// t % kFinishColumns and group g = t / kFinishColumns; the groups are split evenly among the outputs, and group s
+// of an output adds chunks s, s + groups, ... of it; then one thread per column and output adds its groups'
+// sums in group order. A fixed order throughout: the same bits on every run. (Eight warps per 32 columns, one
+// output after the other, left gpt2's 512 chunks to 24 blocks of 64 dependent loads a warp.)
+constexpr int kFinishColumns = 16, kFinishThreads = 1024, kFinishGroups = kFinishThreads / kFinishColumns;
+
 template <typename T>
-__global__ void column_finish_kernel(const float* partials, int64_t chunks, int64_t c, T* out0, T* out1) {
-  __shared__ float sums[kFinishWarps][32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t col = int64_t(blockIdx.x) * 32 + lane;
-  T* outs[2] = {out0, out1};
-  for (int k = 0; k < 2 && outs[k]; ++k) {
-    float acc = 0.0f;
-    if (col < c)
-      for (int64_t chunk = warp; chunk < chunks; chunk += kFinishWarps) acc += partials[(k * chunks + chunk) * c + col];
-    sums[warp][lane] = acc;
-    __syncthreads();
-    if (warp == 0 && col < c) {
-      float total = 0.0f;
-      for (int w = 0; w < kFinishWarps; ++w) total += sums[w][lane];
-      outs[k][col] = from_float<T>(to_float(outs[k][col]) + total);
-    }
-    __syncthreads();
+__global__ void __launch_bounds__(kFinishThreads) column_finish_kernel(const float* partials, int64_t chunks,
+                                                                       int64_t c, T* out0, T* out1) {
+  __shared__ float sums[kFinishGroups][kFinishColumns];
+  const int outputs = out1 ? 2 : 1, groups = kFinishGroups / outputs;
+  const int column_in_block = int(threadIdx.x) % kFinishColumns, group = int(threadIdx.x) / kFinishColumns;
+  const int output = group / groups, share = group % groups;
+  const int64_t col = int64_t(blockIdx.x) * kFinishColumns + column_in_block;
+  float acc = 0.0f;
+  if (col < c) {
+    const float* column = partials + output * chunks * c + col;
+#pragma unroll 4
+    for (int64_t chunk = share; chunk < chunks; chunk += groups) acc += column[chunk * c];
   }
+  sums[group][column_in_block] = acc;
+  __syncthreads();
+  if (int(threadIdx.x) >= outputs * kFinishColumns) return;
+  const int mine = int(threadIdx.x) / kFinishColumns, at = int(threadIdx.x) % kFinishColumns;
+  const int64_t out_col = int64_t(blockIdx.x) * kFinishColumns + at;
+  if (out_col >= c) return;
+  float total = 0.0f;
+  for (int s = 0; s < groups; ++s) total += sums[mine * groups + s][at];
+  T* const out = mine == 0 ? out0 : out1;
+  out[out_col] = from_float<T>(to_float(out[out_col]) + total);
 }
 
 template <typename T, typename Terms>
@@ -97,7 +107,7 @@ inline float* column_partials(Scratch scratch, int64_t chunks, int64_t c) {
 // Phase 2: out0[col] (and out1[col], if not null) += the sum of its column's partials, in chunk order.
 template <typename T>
 void column_finish(const float* partials, int64_t chunks, int64_t c, T* out0, T* out1, cudaStream_t stream) {
-  column_finish_kernel<T><<<blocks_for(c, 32), kFinishWarps * 32, 0, stream>>>(partials, chunks, c, out0, out1);
+  column_finish_kernel<T><<<blocks_for(c, kFinishColumns), kFinishThreads, 0, stream>>>(partials, chunks, c, out0, out1);
   ZB_CUDA_CHECK_LAUNCH();
 }
 

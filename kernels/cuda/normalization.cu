@@ -201,7 +201,7 @@ __device__ __forceinline__ void update8(const float (&g)[8], const float (&xv)[8
 // The fused backward: the input gradient as above, and in the same pass over each row every lane adds its
 // columns' gain and bias terms (dout * xhat, dout) into its warp's own slice of shared memory. Block b covers
 // rows [32 b, 32 b + 32), one chunk of the column reduction, in equal shares per warp; the warps' slices are
-// then added in warp order into the chunk's partial sums, which column_finish_kernel adds in chunk order. So
+// then added in warp order into the chunk's partial sums, which column_finish_kernel adds in a fixed order. So
 // dout and x come from memory once instead of twice, and the result has the same bits on every run.
 // kVecs > 0 (rows of at most kVecs * 256 columns): each lane loads its share of the row's dout, x and dx at
 // once into registers, kVecs 16-byte vectors of each in flight, and both passes over the row read those
