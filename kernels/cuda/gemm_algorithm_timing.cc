@@ -20,7 +20,7 @@ struct Event {
 }  // namespace
 
 std::vector<float> time_candidates(size_t count, const std::function<bool(size_t)>& launch, cudaStream_t stream) {
-  constexpr int kRounds = 3, kLaunchesPerRound = 2;
+  constexpr int kRounds = 5, kLaunchesPerRound = 3;
   std::vector<float> best(count, std::numeric_limits<float>::infinity());
   std::vector<bool> runs(count, true);
   for (size_t i = 0; i < count; ++i) runs[i] = launch(i);  // warm-up: first-use costs (module loading) stay out

@@ -10,23 +10,55 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// One element of Adam(W), in the order torch's single-tensor AdamW computes it.
+struct AdamStep {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
+  bool decoupled;
+  __device__ __forceinline__ float apply(float p, float& m, float& v, float grad) const {
+    float g = grad * grad_scale;
+    if (!decoupled) g += weight_decay * p;
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    if (decoupled) p -= lr * weight_decay * p;
+    return p - lr * (m / bias1) / (sqrtf(v / bias2) + eps);
+  }
+};
+
 template <typename T>
-__global__ void adam_kernel(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, float grad_scale, float bias1,
-                            float bias2, bool decoupled) {
+__global__ void adam_kernel(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n, AdamStep step) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float g = to_float(grad[i]) * grad_scale;
-  float p = master[i];
-  if (!decoupled) g += weight_decay * p;
-  const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-  const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+  float mi = m[i], vi = v[i];
+  const float p = step.apply(master[i], mi, vi, to_float(grad[i]));
   m[i] = mi;
   v[i] = vi;
-  if (decoupled) p -= lr * weight_decay * p;
-  p -= lr * (mi / bias1) / (sqrtf(vi / bias2) + eps);
   master[i] = p;
   if (params_out) params_out[i] = from_float<T>(p);
+}
+
+// Four consecutive elements of T in one access (8 bytes of bf16, 16 of fp32).
+template <typename T>
+struct alignas(4 * sizeof(T)) Four {
+  T v[4];
+};
+
+// As adam_kernel, four elements a thread with 16-byte accesses to the fp32 arrays: 28 bytes an element move
+// at 3.7 TB/s with 4-byte accesses.
+template <typename T>
+__global__ void adam4_kernel(float4* master, const Four<T>* grad, float4* m, float4* v, Four<T>* params_out,
+                             int64_t quads, AdamStep step) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= quads) return;
+  const Four<T> g = grad[i];
+  float4 p = master[i], mi = m[i], vi = v[i];
+  p.x = step.apply(p.x, mi.x, vi.x, to_float(g.v[0]));
+  p.y = step.apply(p.y, mi.y, vi.y, to_float(g.v[1]));
+  p.z = step.apply(p.z, mi.z, vi.z, to_float(g.v[2]));
+  p.w = step.apply(p.w, mi.w, vi.w, to_float(g.v[3]));
+  m[i] = mi;
+  v[i] = vi;
+  master[i] = p;
+  if (params_out) params_out[i] = Four<T>{{from_float<T>(p.x), from_float<T>(p.y), from_float<T>(p.z), from_float<T>(p.w)}};
 }
 
 template <typename T>
@@ -112,9 +144,26 @@ void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_
     // In double, as torch computes them: 1 - 0.999f in float is already 1.3e-5 relative off.
     const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
     const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-    adam_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, v, params_out, n, p.lr, p.beta1, p.beta2, p.eps,
-                                                 p.weight_decay, p.grad_scale, bias1, bias2,
-                                                 p.kind == OptimizerKind::adamw);
+    const AdamStep step{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
+                        p.kind == OptimizerKind::adamw};
+    // The first n - n % 4 elements four at a time where every array allows it, the rest one at a time.
+    const auto aligned = [](const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+    const int64_t quads =
+        aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grad, sizeof(Four<T>)) &&
+                (params_out == nullptr || aligned(params_out, sizeof(Four<T>)))
+            ? n / 4
+            : 0;
+    if (quads > 0) {
+      adam4_kernel<T><<<blocks_for(quads, kThreads), kThreads, 0, stream>>>(
+          reinterpret_cast<float4*>(master), reinterpret_cast<const Four<T>*>(grad), reinterpret_cast<float4*>(m),
+          reinterpret_cast<float4*>(v), reinterpret_cast<Four<T>*>(params_out), quads, step);
+      ZB_CUDA_CHECK_LAUNCH();
+    }
+    const int64_t done = quads * 4;
+    if (done < n) {
+      adam_kernel<<<blocks_for(n - done, kThreads), kThreads, 0, stream>>>(
+          master + done, grad + done, m + done, v + done, params_out ? params_out + done : nullptr, n - done, step);
+    }
   }
   ZB_CUDA_CHECK_LAUNCH();
 }
