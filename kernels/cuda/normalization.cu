@@ -159,57 +159,12 @@ __global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* w
   }
 }
 
-// Eight consecutive elements as loaded (one 16-byte vector for bf16, two for fp32), converted when used: a
-// row held in registers this way costs half the registers of floats in bf16.
-template <typename T>
-struct Packed8 {
-  static constexpr int kVec = Vec16<T>::kSize;
-  Vec16<T> part[8 / kVec];
-  __device__ __forceinline__ void load(const T* p) {
-#pragma unroll
-    for (int i = 0; i < 8 / kVec; ++i) part[i] = load16(p + i * kVec);
-  }
-  __device__ __forceinline__ void unpack(float (&out)[8]) const {
-#pragma unroll
-    for (int i = 0; i < 8 / kVec; ++i)
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) out[i * kVec + k] = to_float(part[i].v[k]);
-  }
-};
-
-// The second half of the fused backward for columns j..j+7 of a row: dx += its input-gradient terms, and the
-// gain and bias terms (dout * xhat, dout) added into the warp's slices.
-template <typename T, bool kLayerNorm>
-__device__ __forceinline__ void update8(const float (&g)[8], const float (&xv)[8], float (&d)[8], const T* weight,
-                                        float* gain_terms, float* bias_terms, int64_t j, float mu, float rs,
-                                        float mean_dnorm, float mean_dnorm_xhat) {
-  float w[8], gain[8], bias[8];
-  load8(weight + j, w);
-  load8(gain_terms + j, gain);
-  if constexpr (kLayerNorm) load8(bias_terms + j, bias);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const float xhat = (xv[k] - mu) * rs;
-    d[k] += rs * (g[k] * w[k] - mean_dnorm - xhat * mean_dnorm_xhat);
-    gain[k] += g[k] * xhat;
-    if constexpr (kLayerNorm) bias[k] += g[k];
-  }
-  store8(gain_terms + j, gain);
-  if constexpr (kLayerNorm) store8(bias_terms + j, bias);
-}
-
 // The fused backward: the input gradient as above, and in the same pass over each row every lane adds its
 // columns' gain and bias terms (dout * xhat, dout) into its warp's own slice of shared memory. Block b covers
 // rows [32 b, 32 b + 32), one chunk of the column reduction, in equal shares per warp; the warps' slices are
 // then added in warp order into the chunk's partial sums, which column_finish_kernel adds in a fixed order. So
 // dout and x come from memory once instead of twice, and the result has the same bits on every run.
-// kVecs > 0 (rows of at most kVecs * 256 columns): each lane loads its share of the row's dout, x and dx at
-// once into registers, kVecs 16-byte vectors of each in flight, and both passes over the row read those
-// registers. (Reading the row in a loop, one vector of each at a time, left too few bytes in flight: 16 warps
-// an SM moved gpt2-xl's rows at 1.75 TB/s.) The registers this takes (128 a thread for gpt2's 768 columns,
-// about 240 for gpt2-xl's 1600) cap the SM at 16 or 8 warps, which still keeps 70-90 KB in flight per SM.
-// kVecs == 0: any width, the row read for its sums and again for the update (the second time from cache).
-template <typename T, bool kLayerNorm, int kVecs>
+template <typename T, bool kLayerNorm>
 __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* weight, const float* mean,
                                            const float* rstd, T* dx, int64_t n, int64_t c, int64_t chunks,
                                            float* partials) {
@@ -233,47 +188,23 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
     const T* const g_row = dout + row * c;
     const T* const x_row = x + row * c;
     T* const dx_row = dx + row * c;
-    if constexpr (kVecs > 0) {
-      Packed8<T> g_in[kVecs], x_in[kVecs], d_in[kVecs];
+    const float2 sums = row_sums<true, kLayerNorm>(g_row, x_row, weight, mu, rs, c);
+    const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
+    for (int64_t j = lane * 8; j < c; j += 32 * 8) {
+      float g[8], xv[8], w[8], d[8], gain[8], bias[8];
+      load8(g_row + j, g), load8(x_row + j, xv), load8(weight + j, w), load8(dx_row + j, d);
+      load8(gain_terms + j, gain);
+      if constexpr (kLayerNorm) load8(bias_terms + j, bias);
 #pragma unroll
-      for (int v = 0; v < kVecs; ++v) {
-        const int64_t j = (int64_t(v) * 32 + lane) * 8;
-        if (j < c) g_in[v].load(g_row + j), x_in[v].load(x_row + j), d_in[v].load(dx_row + j);
+      for (int k = 0; k < 8; ++k) {
+        const float xhat = (xv[k] - mu) * rs;
+        d[k] += rs * (g[k] * w[k] - mean_dnorm - xhat * mean_dnorm_xhat);
+        gain[k] += g[k] * xhat;
+        if constexpr (kLayerNorm) bias[k] += g[k];
       }
-      // The sums in row_sums' order (a lane's columns ascending, then across the warp): the same bits.
-      float sum_dnorm = 0.0f, sum_dnorm_xhat = 0.0f;
-#pragma unroll
-      for (int v = 0; v < kVecs; ++v) {
-        const int64_t j = (int64_t(v) * 32 + lane) * 8;
-        if (j >= c) continue;
-        float g[8], xv[8], w[8];
-        g_in[v].unpack(g), x_in[v].unpack(xv), load8(weight + j, w);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          sum_dnorm += g[k] * w[k];
-          sum_dnorm_xhat += g[k] * w[k] * (xv[k] - mu) * rs;
-        }
-      }
-      const float mean_dnorm = (kLayerNorm ? warp_sum(sum_dnorm) : 0.0f) / c;
-      const float mean_dnorm_xhat = warp_sum(sum_dnorm_xhat) / c;
-#pragma unroll
-      for (int v = 0; v < kVecs; ++v) {
-        const int64_t j = (int64_t(v) * 32 + lane) * 8;
-        if (j >= c) continue;
-        float g[8], xv[8], d[8];
-        g_in[v].unpack(g), x_in[v].unpack(xv), d_in[v].unpack(d);
-        update8<T, kLayerNorm>(g, xv, d, weight, gain_terms, bias_terms, j, mu, rs, mean_dnorm, mean_dnorm_xhat);
-        store8(dx_row + j, d);
-      }
-    } else {
-      const float2 sums = row_sums<true, kLayerNorm>(g_row, x_row, weight, mu, rs, c);
-      const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
-      for (int64_t j = lane * 8; j < c; j += 32 * 8) {
-        float g[8], xv[8], d[8];
-        load8(g_row + j, g), load8(x_row + j, xv), load8(dx_row + j, d);
-        update8<T, kLayerNorm>(g, xv, d, weight, gain_terms, bias_terms, j, mu, rs, mean_dnorm, mean_dnorm_xhat);
-        store8(dx_row + j, d);
-      }
+      store8(dx_row + j, d);
+      store8(gain_terms + j, gain);
+      if constexpr (kLayerNorm) store8(bias_terms + j, bias);
     }
   }
   __syncthreads();
@@ -300,16 +231,7 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   if (bytes > kFusedNormShared) return false;
   const int64_t chunks = column_chunks(n);
   float* const partials = column_partials(scratch, chunks, c);
-  // Registers for the row where it fits in 8 vectors a lane (2048 columns); the kernel for any width beyond.
-  const int64_t vecs = (c + 255) / 256;
-  auto* kernel = vecs <= 1   ? norm_backward_fused_kernel<T, kLayerNorm, 1>
-                 : vecs <= 2 ? norm_backward_fused_kernel<T, kLayerNorm, 2>
-                 : vecs <= 3 ? norm_backward_fused_kernel<T, kLayerNorm, 3>
-                 : vecs <= 4 ? norm_backward_fused_kernel<T, kLayerNorm, 4>
-                 : vecs <= 6 ? norm_backward_fused_kernel<T, kLayerNorm, 6>
-                 : vecs <= 7 ? norm_backward_fused_kernel<T, kLayerNorm, 7>
-                 : vecs <= 8 ? norm_backward_fused_kernel<T, kLayerNorm, 8>
-                             : norm_backward_fused_kernel<T, kLayerNorm, 0>;
+  auto* kernel = norm_backward_fused_kernel<T, kLayerNorm>;
   ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedNormShared)));
   kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
                                                                 partials);

@@ -61,10 +61,10 @@ TEST_P(CudaOps, EmbeddingForwardAndBackward) {
   expect_close(g_dtable, ref_dtable, "embedding table gradient");
 }
 
-// Widths that take each backward path: the fused one with the row in registers (200, 768, 1280 and 1600: 1,
-// 3, 5 and 6.25 vectors a lane, some lanes idle in the last), with the row read twice and 4 warps a block
-// (3000: two outputs of 3000 floats per warp), its scalar fallback (201: rows not 16-byte aligned) and the
-// unfused one for rows too wide for any warp's shared slice (14400); row counts that leave a partial chunk.
+// Widths that take each backward path: the fused one with 8 warps a block (200, and the models' 768, 1280 and
+// 1600, where some lanes idle in the last 256-column step), with 4 (3000: two outputs of 3000 floats per
+// warp), its scalar fallback (201: rows not 16-byte aligned) and the unfused one for rows too wide for any
+// warp's shared slice (14400); row counts that leave a partial chunk of 32.
 TEST_P(CudaOps, LayerNormForwardAndBackward) {
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600}, {40, 3000},
                              {33, 201}, {5, 14400}}) {
@@ -121,7 +121,7 @@ TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
 }
 
 TEST_P(CudaOps, RmsNormForwardAndBackward) {
-  // In registers (128, 1000, 2048), read twice (8200), scalar (60), unfused (29000).
+  // Fused (128, 1000, 2048, 8200), scalar (60), unfused (29000).
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {37, 1000}, {34, 2048}, {20, 8200}, {9, 60},
                              {3, 29000}}) {
     SCOPED_TRACE(cat(n, " x ", c));
