@@ -231,8 +231,10 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
       return 0;
     }
     po::notify(vm);
-    attention_kernels_from_environment();  // a bad ZB_ATTENTION or ZB_GEMM_ALGORITHMS is bad input too
+    // A bad ZB_ATTENTION, ZB_GEMM_ALGORITHMS or ZB_WEIGHT_GRADIENTS is bad input too.
+    attention_kernels_from_environment();
     gemm_algorithms_from_environment();
+    weight_gradients_from_environment();
     return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";

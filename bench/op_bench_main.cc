@@ -132,6 +132,14 @@ int run(const Flags& f) {
     Tensor no_bias;
     bench.time(std::string("matmul ") + lin.name + " backward", in_dgelu_epilogue ? 0.0 : double(L), 2 * flops, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
+    // The other placement of the weight-gradient GEMM (one stream against two), uncounted.
+    const WeightGradients taken = weight_gradients_from_environment();
+    gpu.set_weight_gradients(taken == WeightGradients::concurrent ? WeightGradients::serial
+                                                                   : WeightGradients::concurrent);
+    bench.time(std::string("matmul ") + lin.name + " backward, weight gradient " +
+                   (taken == WeightGradients::concurrent ? "after" : "beside"),
+               0, 2 * flops, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
+    gpu.set_weight_gradients(taken);
     if (in_dgelu_epilogue) {
       // cuBLASLt's DGELU epilogue on the input gradient against the GEMM followed by our GELU-backward kernel.
       const Tensor pre = bench.random({n, lin.in});

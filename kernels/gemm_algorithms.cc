@@ -9,4 +9,9 @@ GemmAlgorithms gemm_algorithms_from_environment() {
       "ZB_GEMM_ALGORITHMS", {{"timed", GemmAlgorithms::timed}, {"heuristic", GemmAlgorithms::heuristic}});
 }
 
+WeightGradients weight_gradients_from_environment() {
+  return choice_from_environment<WeightGradients>(
+      "ZB_WEIGHT_GRADIENTS", {{"concurrent", WeightGradients::concurrent}, {"serial", WeightGradients::serial}});
+}
+
 }  // namespace zb

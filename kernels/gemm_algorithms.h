@@ -20,4 +20,14 @@ struct GemmTimingSummary {
 // ZB_GEMM_ALGORITHMS's value, or timed when it is unset or empty; UsageError naming the variable otherwise.
 GemmAlgorithms gemm_algorithms_from_environment();
 
+// Where a linear layer's backward runs its weight-gradient GEMM: `concurrent` on a second stream beside the
+// input-gradient GEMM (and the bias gradient's reduction), so that one fills the multiprocessors the other
+// leaves idle (a 768 x 768 weight gradient is 36 output tiles for 132 of them); `serial` after it, on the one
+// stream. The environment variable ZB_WEIGHT_GRADIENTS picks; concurrent by default. The results are the same
+// bits either way: the two GEMMs write different tensors.
+enum class WeightGradients { concurrent, serial };
+
+// ZB_WEIGHT_GRADIENTS's value, or concurrent when it is unset or empty; UsageError naming the variable otherwise.
+WeightGradients weight_gradients_from_environment();
+
 }  // namespace zb

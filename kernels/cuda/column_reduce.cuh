@@ -39,6 +39,8 @@ __global__ void column_partials_kernel(int64_t n, int64_t c, int64_t chunks, Ter
   for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
     float a[8] = {}, b[8] = {};
     const int64_t end = min(n, (chunk + 1) * kRowsPerChunk);
+    // Unrolled so that several rows' loads are in flight at once (each row's add waits only for its own load).
+#pragma unroll 8
     for (int64_t row = chunk * kRowsPerChunk; row < end; ++row) terms.vec8(row, col0, a, b);
     float* out = partials + chunk * c + col0;
     reinterpret_cast<float4*>(out)[0] = make_float4(a[0], a[1], a[2], a[3]);

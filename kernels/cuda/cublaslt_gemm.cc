@@ -60,7 +60,7 @@ struct CublasLtGemm::Plan {
 CublasLtGemm::CublasLtGemm(TrackingAllocator& device_allocator, GemmAlgorithms algorithms, size_t workspace_bytes)
     : allocator_(device_allocator),
       algorithms_(algorithms),
-      workspace_(device_allocator.allocate(workspace_bytes, MemoryPool::workspace)) {
+      workspace_bytes_(workspace_bytes) {
   ZB_CUDA_CHECK(cudaGetDevice(&device_ordinal_));
   ZB_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -102,9 +102,8 @@ CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
 
   cublasLtMatmulPreference_t preference = nullptr;
   ZB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const size_t workspace_bytes = workspace_.bytes();
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-                                       sizeof workspace_bytes);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof workspace_bytes_);
   const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
@@ -143,7 +142,15 @@ cublasStatus_t CublasLtGemm::launch(const Plan& plan, const cublasLtMatmulAlgo_t
                                     cudaStream_t stream) {
   const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
   return cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c, &algo,
-                        workspace_.data(), workspace_.bytes(), stream);
+                        workspace_for(stream), workspace_bytes_, stream);
+}
+
+void* CublasLtGemm::workspace_for(cudaStream_t stream) {
+  auto it = workspaces_.find(stream);
+  if (it == workspaces_.end()) {
+    it = workspaces_.emplace(stream, allocator_.allocate(workspace_bytes_, MemoryPool::workspace)).first;
+  }
+  return it->second.data();
 }
 
 void CublasLtGemm::choose_by_timing(Plan& plan, const GemmArgs& g, cudaStream_t stream) {
@@ -179,6 +186,14 @@ void CublasLtGemm::choose_by_timing(Plan& plan, const GemmArgs& g, cudaStream_t 
 void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   if (!try_run(g, stream)) throw Error(cat("cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k));
 }
+
+bool CublasLtGemm::chosen(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return true;
+  const Plan* found = plan_for(g);
+  return found && found->settled();
+}
+
+bool CublasLtGemm::can_run(const GemmArgs& g) { return g.m == 0 || g.n == 0 || plan_for(g) != nullptr; }
 
 bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0) return true;

@@ -55,6 +55,11 @@ class CublasLtGemm {
   // As run, but returns false (and does nothing) when cuBLASLt has no algorithm for the shape and epilogue:
   // the caller then does the epilogue's work itself.
   bool try_run(const GemmArgs& args, cudaStream_t stream);
+  // Whether try_run would run: cuBLASLt has an algorithm for the shape and epilogue (the plan is made and kept).
+  bool can_run(const GemmArgs& args);
+  // Whether the algorithm for the shape is chosen: its next run times no candidates, so it may share the GPU
+  // with other work without spoiling a timed choice.
+  bool chosen(const GemmArgs& args);
 
   const GemmTimingSummary& timing_summary() const { return timing_summary_; }
 
@@ -62,6 +67,8 @@ class CublasLtGemm {
   struct Plan;
   // The cached plan, or nullptr when cuBLASLt offers no algorithm (also cached).
   Plan* plan_for(const GemmArgs& args);
+  // One workspace per stream (made on its first GEMM), so that GEMMs on two streams may run at once.
+  void* workspace_for(cudaStream_t stream);
   cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& args, cudaStream_t stream);
   // Times the plan's candidates on these operands (into a scratch C when accumulating) and keeps the fastest.
   void choose_by_timing(Plan& plan, const GemmArgs& args, cudaStream_t stream);
@@ -71,7 +78,8 @@ class CublasLtGemm {
   int device_ordinal_ = 0;
   GemmTimingSummary timing_summary_;
   cublasLtHandle_t handle_ = nullptr;
-  Buffer workspace_;
+  size_t workspace_bytes_;
+  std::map<cudaStream_t, Buffer> workspaces_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 

@@ -49,12 +49,19 @@ struct CudaTimingEvent final : TimingEvent {
 }  // namespace
 
 CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
-    : ordinal_(ordinal), allocator_(device_allocator), attention_kernels_(attention_kernels_from_environment()) {
+    : ordinal_(ordinal),
+      allocator_(device_allocator),
+      weight_gradients_(weight_gradients_from_environment()),
+      attention_kernels_(attention_kernels_from_environment()) {
   ZB_CHECK(device_allocator.device() == Device::cuda(ordinal), "the CUDA backend needs an allocator of ",
            Device::cuda(ordinal).to_string());
   ZB_CUDA_CHECK(cudaSetDevice(ordinal));
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator, gemm_algorithms_from_environment());
+  // The side stream for weight-gradient GEMMs; it joins the main stream after each linear layer's backward.
+  ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  ZB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  ZB_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
 }
 
 void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
@@ -66,10 +73,11 @@ void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
 const GemmTimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
 
 CudaBackend::~CudaBackend() {
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
+  if (stream_) cudaStreamSynchronize(stream_);  // the side stream's work is joined into the main stream's
+  for (cudaEvent_t event : {fork_, join_})
+    if (event) cudaEventDestroy(event);
+  for (cudaStream_t stream : {side_stream_, stream_})
+    if (stream) cudaStreamDestroy(stream);
 }
 
 cuda::Scratch CudaBackend::scratch(size_t bytes) {
@@ -234,10 +242,9 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
   checks::same_shape(weight, dweight, "matmul dweight", device());
   dispatch(inp.dtype, [&]<typename T>() {
     // dinp[n, k] = dout[n, m] weight[m, k]
-    gemm_->run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data, .ldc = k,
-                .dtype = cuda_type<T>()},
-               stream_);
-    weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
+    linear_backward<T>({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data,
+                        .ldc = k, .dtype = cuda_type<T>()},
+                       dout, inp, n, k, m, dweight, dbias);
   });
 }
 
@@ -249,12 +256,10 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
   checks::same_shape(weight, dweight, "matmul dweight", device());
   const bool fused = epilogues_.gelu_backward && dispatch(inp.dtype, [&]<typename T>() {
     // dpre[n, k] = (dout[n, m] weight[m, k]) * gelu'(pre[n, k])
-    if (!gemm_->try_run({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dpre.data,
-                         .ldc = k, .dtype = cuda_type<T>(), .dgelu_aux = pre.data},
-                        stream_)) {
-      return false;
-    }
-    weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
+    const cuda::GemmArgs dgelu_gemm{.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m,
+                                    .c = dpre.data, .ldc = k, .dtype = cuda_type<T>(), .dgelu_aux = pre.data};
+    if (!gemm_->can_run(dgelu_gemm)) return false;
+    linear_backward<T>(dgelu_gemm, dout, inp, n, k, m, dweight, dbias);
     return true;
   });
   ++(fused ? epilogue_use_.gelu_backward_epilogue : epilogue_use_.gelu_backward_kernel);
@@ -262,16 +267,52 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
 }
 
 template <typename T>
+void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp,
+                                  int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias) {
+  const bool by_epilogue = !dbias.empty() && epilogues_.bias_gradient;
+  const bool concurrent = weight_gradients_ == WeightGradients::concurrent && !by_epilogue &&
+                          gemm_->chosen(input_gradient) && gemm_->chosen(weight_gradient_gemm<T>(dout, inp, n, k, m, dweight));
+  if (!concurrent) {
+    bias_gradient_by_reduction<T>(dout, n, m, dbias);
+    gemm_->run(input_gradient, stream_);
+    return weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
+  }
+  // Both start after the work issued so far; the work issued after waits for both.
+  ZB_CUDA_CHECK(cudaEventRecord(fork_, stream_));
+  bias_gradient_by_reduction<T>(dout, n, m, dbias);
+  ZB_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_));
+  gemm_->run(weight_gradient_gemm<T>(dout, inp, n, k, m, dweight), side_stream_);
+  gemm_->run(input_gradient, stream_);
+  ZB_CUDA_CHECK(cudaEventRecord(join_, side_stream_));
+  ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
+}
+
+// Before the GEMMs: dout was just written (by a norm's backward, the attention backward or the DGELU GEMM) and
+// much of it is still in L2; after the two GEMMs that read it with their weights it would come from memory.
+template <typename T>
+void CudaBackend::bias_gradient_by_reduction(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias) {
+  if (dbias.empty() || epilogues_.bias_gradient) return;
+  ++epilogue_use_.bias_gradient_kernel;
+  cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+}
+
+// dweight[m, k] += dout[n, m]^T inp[n, k]
+template <typename T>
+cuda::GemmArgs CudaBackend::weight_gradient_gemm(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k,
+                                                 int64_t m, Tensor& dweight) {
+  return {.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data, .ldb = m,
+          .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(), .accumulate = true};
+}
+
+template <typename T>
 void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m,
                                   Tensor& dweight, Tensor& dbias) {
-  // dweight[m, k] += dout[n, m]^T inp[n, k]; the bias gradient's column sums of dout come out of the same GEMM
-  // (fp32, into scratch, then added) where cuBLASLt's BGRADB epilogue exists, else from a column reduction.
-  const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data,
-                                    .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
-                                    .accumulate = true};
-  if (dbias.empty()) return gemm_->run(dweight_gemm, stream_);
+  // With the BGRADB epilogue chosen the bias gradient's column sums of dout come out of the same GEMM (fp32,
+  // into scratch, then added); else bias_gradient_by_reduction made them.
+  const cuda::GemmArgs dweight_gemm = weight_gradient_gemm<T>(dout, inp, n, k, m, dweight);
+  if (dbias.empty() || !epilogues_.bias_gradient) return gemm_->run(dweight_gemm, stream_);
   // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
-  if (epilogues_.bias_gradient) {
+  {
     cuda::GemmArgs with_bias_grad = dweight_gemm;
     with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
     if (gemm_->try_run(with_bias_grad, stream_)) {

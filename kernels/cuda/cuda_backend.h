@@ -17,6 +17,7 @@ namespace zb {
 
 namespace cuda {
 class CublasLtGemm;
+struct GemmArgs;
 class CudnnAttention;
 struct Scratch;
 }  // namespace cuda
@@ -56,6 +57,8 @@ class CudaBackend final : public Backend {
   void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
   // Replaces the GEMM plans (the environment's ZB_GEMM_ALGORITHMS picks at construction).
   void set_gemm_algorithms(GemmAlgorithms algorithms);
+  // The environment's ZB_WEIGHT_GRADIENTS picks at construction.
+  void set_weight_gradients(WeightGradients where) { weight_gradients_ = where; }
   const GemmTimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
@@ -117,7 +120,20 @@ class CudaBackend final : public Backend {
  private:
   // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
   cuda::Scratch scratch(size_t bytes);
-  // dweight[m, k] += dout[n, m]^T inp[n, k] and, unless dbias is empty, dbias += dout's column sums.
+  // A linear layer's backward once its input-gradient GEMM (plain or with the DGELU epilogue) is set: the bias
+  // gradient (our reduction unless BGRADB is chosen), that GEMM and the weight-gradient GEMM, the latter on the
+  // side stream at the same time where weight_gradients_ says so and both GEMMs' algorithms are chosen (timing
+  // a candidate wants the GPU to itself).
+  template <typename T>
+  void linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp, int64_t n,
+                       int64_t k, int64_t m, Tensor& dweight, Tensor& dbias);
+  template <typename T>
+  static cuda::GemmArgs weight_gradient_gemm(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m,
+                                             Tensor& dweight);
+  // dbias += dout [n, m]'s column sums by the column reduction, unless dbias is empty or BGRADB is chosen.
+  template <typename T>
+  void bias_gradient_by_reduction(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias);
+  // dweight[m, k] += dout[n, m]^T inp[n, k] and, with BGRADB chosen and dbias not empty, dbias += the column sums.
   template <typename T>
   void weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m, Tensor& dweight,
                        Tensor& dbias);
@@ -131,6 +147,9 @@ class CudaBackend final : public Backend {
   int ordinal_;
   TrackingAllocator& allocator_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  WeightGradients weight_gradients_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;
   GemmEpilogues epilogues_;

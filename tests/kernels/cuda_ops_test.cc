@@ -151,22 +151,28 @@ struct MatmulCase {
 };
 
 // Each case runs with cuBLASLt's epilogues (bias gradient, GELU) and with the backend's own kernels instead,
-// each with timed and with heuristic algorithm choices. Timing runs every candidate on the operands (into a
-// scratch C when the GEMM accumulates): the accumulating weight gradients below start from random values, so
-// a trial that wrote into them would show.
+// each with timed and with heuristic algorithm choices, and with the weight gradients on a second stream and
+// on the one. Timing runs every candidate on the operands (into a scratch C when the GEMM accumulates): the
+// accumulating weight gradients below start from random values, so a trial that wrote into them would show.
+// (A timed shape's first backward runs on one stream while it is timed; the later ones take the second.)
 class CudaMatmul : public CudaOps {
  protected:
   void run(const MatmulCase& mc) {
     for (const GemmAlgorithms algorithms : {GemmAlgorithms::timed, GemmAlgorithms::heuristic}) {
       gpu->set_gemm_algorithms(algorithms);
-      for (const bool epilogues : {true, false}) {
-        SCOPED_TRACE(testing::Message() << (epilogues ? "cuBLASLt epilogues" : "own kernels")
-                                        << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic"));
-        gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
-        run_once(mc);
-        run_gelu_backward(mc);
+      for (const WeightGradients where : {WeightGradients::concurrent, WeightGradients::serial}) {
+        gpu->set_weight_gradients(where);
+        for (const bool epilogues : {true, false}) {
+          SCOPED_TRACE(testing::Message() << (epilogues ? "cuBLASLt epilogues" : "own kernels")
+                                          << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic")
+                                          << (where == WeightGradients::concurrent ? ", two streams" : ", one"));
+          gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
+          run_once(mc);
+          run_gelu_backward(mc);
+        }
       }
     }
+    gpu->set_weight_gradients(WeightGradients::concurrent);
   }
 
   void run_once(const MatmulCase& mc) {
@@ -223,6 +229,27 @@ TEST_P(CudaMatmul, MlpShapeWithBias) {
   if (dt() == DType::bf16) {
     EXPECT_GT(gpu->epilogue_use().gelu_backward_epilogue, 0);
   }
+}
+
+// Two layers' backwards back to back with the weight gradients on the second stream: the second reads the
+// first's input gradient and both add into one weight gradient, so a weight-gradient GEMM that started before
+// its dout was written, or two that overlapped on the same output, would show against the CPU.
+TEST_P(CudaMatmul, ChainedBackwardsOnTwoStreams) {
+  const int64_t n = 4096, d = 512;
+  gpu->set_gemm_algorithms(GemmAlgorithms::heuristic);  // chosen at once: the first call already overlaps
+  gpu->set_weight_gradients(WeightGradients::concurrent);
+  auto x = normal(n * d), w = normal(d * d, 0.05), dout = normal(n * d), dw = normal(d * d);
+  std::vector<float> dmid(n * d), dx(n * d), rdw = dw;
+  cpu.matmul_backward(view(dout, {n, d}), view(x, {n, d}), view(w, {d, d}), out(view(dmid, {n, d})),
+                      out(view(rdw, {d, d})), out(Tensor{}));
+  cpu.matmul_backward(view(dmid, {n, d}), view(x, {n, d}), view(w, {d, d}), out(view(dx, {n, d})),
+                      out(view(rdw, {d, d})), out(Tensor{}));
+  const Tensor gx = up(x, {n, d}), gw = up(w, {d, d});
+  Tensor gmid = poisoned({n, d}, dt()), gdx = poisoned({n, d}, dt()), gdw = up(dw, {d, d}), no_bias;
+  gpu->matmul_backward(up(dout, {n, d}), gx, gw, gmid, gdw, no_bias);
+  gpu->matmul_backward(gmid, gx, gw, gdx, gdw, no_bias);
+  expect_close(gdx, dx, "second layer's dinp");
+  expect_close(gdw, rdw, "weight gradient of both layers");
 }
 
 // A timed choice holds for the process: fresh plans (as a second backend or a second run in one process has)
