@@ -119,6 +119,7 @@ int run(const Flags& f) {
   };
   const Linear linears[] = {{"qkv", d, c.qkv_width()}, {"attn proj", c.attention_width(), d},
                             {"mlp fc", d, c.mlp_in_width()}, {"mlp proj", c.d_ff, d}};
+  const WeightGradients gradients_taken = weight_gradients_from_environment();
   for (const Linear& lin : linears) {
     const Tensor inp = bench.random({n, lin.in}), w = bench.random({lin.out, lin.in}, 0.02f), bias = bench.random({lin.out}, 0.02f);
     Tensor out = bench.random({n, lin.out}), dinp = bench.random({n, lin.in}), dwt = bench.random({lin.out, lin.in});
@@ -133,13 +134,12 @@ int run(const Flags& f) {
     bench.time(std::string("matmul ") + lin.name + " backward", in_dgelu_epilogue ? 0.0 : double(L), 2 * flops, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
     // The other placement of the weight-gradient GEMM (one stream against two), uncounted.
-    const WeightGradients taken = weight_gradients_from_environment();
-    gpu.set_weight_gradients(taken == WeightGradients::concurrent ? WeightGradients::serial
-                                                                   : WeightGradients::concurrent);
+    gpu.set_weight_gradients(gradients_taken == WeightGradients::concurrent ? WeightGradients::serial
+                                                                             : WeightGradients::concurrent);
     bench.time(std::string("matmul ") + lin.name + " backward, weight gradient " +
-                   (taken == WeightGradients::concurrent ? "after" : "beside"),
+                   (gradients_taken == WeightGradients::concurrent ? "after" : "beside"),
                0, 2 * flops, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
-    gpu.set_weight_gradients(taken);
+    gpu.set_weight_gradients(gradients_taken);
     if (in_dgelu_epilogue) {
       // cuBLASLt's DGELU epilogue on the input gradient against the GEMM followed by our GELU-backward kernel.
       const Tensor pre = bench.random({n, lin.in});

@@ -269,65 +269,55 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
 template <typename T>
 void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp,
                                   int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias) {
+  // dweight[m, k] += dout[n, m]^T inp[n, k]
+  const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data,
+                                    .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
+                                    .accumulate = true};
   const bool by_epilogue = !dbias.empty() && epilogues_.bias_gradient;
   const bool concurrent = weight_gradients_ == WeightGradients::concurrent && !by_epilogue &&
-                          gemm_->chosen(input_gradient) && gemm_->chosen(weight_gradient_gemm<T>(dout, inp, n, k, m, dweight));
+                          gemm_->chosen(input_gradient) && gemm_->chosen(dweight_gemm);
   if (!concurrent) {
-    bias_gradient_by_reduction<T>(dout, n, m, dbias);
+    if (!dbias.empty() && !by_epilogue) reduce_bias<T>(dout, n, m, dbias);
     gemm_->run(input_gradient, stream_);
-    return weight_gradient<T>(dout, inp, n, k, m, dweight, dbias);
+    return by_epilogue ? weight_gradient_with_bias_epilogue<T>(dweight_gemm, dout, n, m, dbias)
+                       : gemm_->run(dweight_gemm, stream_);
   }
   // Both start after the work issued so far; the work issued after waits for both.
   ZB_CUDA_CHECK(cudaEventRecord(fork_, stream_));
-  bias_gradient_by_reduction<T>(dout, n, m, dbias);
+  if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias);
   ZB_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_));
-  gemm_->run(weight_gradient_gemm<T>(dout, inp, n, k, m, dweight), side_stream_);
+  gemm_->run(dweight_gemm, side_stream_);
   gemm_->run(input_gradient, stream_);
   ZB_CUDA_CHECK(cudaEventRecord(join_, side_stream_));
   ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
 }
 
-// Before the GEMMs: dout was just written (by a norm's backward, the attention backward or the DGELU GEMM) and
-// much of it is still in L2; after the two GEMMs that read it with their weights it would come from memory.
+// linear_backward runs it before the GEMMs: dout was just written (by a norm's backward, the attention backward
+// or the DGELU GEMM) and much of it is still in L2; after the two GEMMs that read it with their weights it
+// would come from memory.
 template <typename T>
-void CudaBackend::bias_gradient_by_reduction(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias) {
-  if (dbias.empty() || epilogues_.bias_gradient) return;
+void CudaBackend::reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias) {
   ++epilogue_use_.bias_gradient_kernel;
   cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
-// dweight[m, k] += dout[n, m]^T inp[n, k]
 template <typename T>
-cuda::GemmArgs CudaBackend::weight_gradient_gemm(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k,
-                                                 int64_t m, Tensor& dweight) {
-  return {.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data, .ldb = m,
-          .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(), .accumulate = true};
-}
-
-template <typename T>
-void CudaBackend::weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m,
-                                  Tensor& dweight, Tensor& dbias) {
-  // With the BGRADB epilogue chosen the bias gradient's column sums of dout come out of the same GEMM (fp32,
-  // into scratch, then added); else bias_gradient_by_reduction made them.
-  const cuda::GemmArgs dweight_gemm = weight_gradient_gemm<T>(dout, inp, n, k, m, dweight);
-  if (dbias.empty() || !epilogues_.bias_gradient) return gemm_->run(dweight_gemm, stream_);
+void CudaBackend::weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout,
+                                                     int64_t n, int64_t m, Tensor& dbias) {
   // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
-  {
-    cuda::GemmArgs with_bias_grad = dweight_gemm;
-    with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
-    if (gemm_->try_run(with_bias_grad, stream_)) {
-      ++epilogue_use_.bias_gradient_fp32;
-      return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
-    }
-    with_bias_grad.bias_grad_dtype = cuda_type<T>();
-    if (gemm_->try_run(with_bias_grad, stream_)) {
-      ++epilogue_use_.bias_gradient_in_type;
-      return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
-    }
+  cuda::GemmArgs with_bias_grad = dweight_gemm;
+  with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
+  if (gemm_->try_run(with_bias_grad, stream_)) {
+    ++epilogue_use_.bias_gradient_fp32;
+    return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
   }
-  ++epilogue_use_.bias_gradient_kernel;
+  with_bias_grad.bias_grad_dtype = cuda_type<T>();
+  if (gemm_->try_run(with_bias_grad, stream_)) {
+    ++epilogue_use_.bias_gradient_in_type;
+    return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+  }
   gemm_->run(dweight_gemm, stream_);
-  cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+  reduce_bias<T>(dout, n, m, dbias);
 }
 
 std::string CudaBackend::kernel_choices() const {

@@ -127,16 +127,14 @@ class CudaBackend final : public Backend {
   template <typename T>
   void linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp, int64_t n,
                        int64_t k, int64_t m, Tensor& dweight, Tensor& dbias);
+  // dbias += dout [n, m]'s column sums by the column reduction.
   template <typename T>
-  static cuda::GemmArgs weight_gradient_gemm(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m,
-                                             Tensor& dweight);
-  // dbias += dout [n, m]'s column sums by the column reduction, unless dbias is empty or BGRADB is chosen.
+  void reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias);
+  // The weight-gradient GEMM with cuBLASLt's BGRADB epilogue adding dout's column sums into dbias; where
+  // cuBLASLt has none for the types, the plain GEMM and reduce_bias.
   template <typename T>
-  void bias_gradient_by_reduction(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias);
-  // dweight[m, k] += dout[n, m]^T inp[n, k] and, with BGRADB chosen and dbias not empty, dbias += the column sums.
-  template <typename T>
-  void weight_gradient(const Tensor& dout, const Tensor& inp, int64_t n, int64_t k, int64_t m, Tensor& dweight,
-                       Tensor& dbias);
+  void weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout, int64_t n,
+                                          int64_t m, Tensor& dbias);
   // cuDNN's attention when it is chosen and the data is bf16 (created on first use), else nullptr; defined only
   // in builds with cuDNN (CMake says at configure time when there is none).
   cuda::CudnnAttention* cudnn_attention(const Tensor& qkv);
