@@ -11,6 +11,7 @@
 #include "comm/mpi_world.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
+#include "offload/cpu_optimizer.h"
 #include "kernels/backend_factory.h"
 
 namespace {
@@ -68,7 +69,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     print(zb::cat("host memory of the ", zb::offload_strategy_name(o.offload), " strategy (",
                   run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0; ",
                   trainer.speculative_units(), " of ", trainer.layout().units().size(),
-                  " units update speculatively during backward"));
+                  " units update speculatively during backward; ", zb::optimizer_threads_beside_training(),
+                  " CPU optimizer threads"));
   }
   return 0;
 }

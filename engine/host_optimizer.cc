@@ -232,6 +232,7 @@ void HostOptimizer::mark_done(size_t u) {
 // One thread does all the host's updates: a step's job when one is pending, else the speculative update of
 // the next unit whose gradient has landed.
 void HostOptimizer::run_worker() {
+  use_optimizer_threads_beside_training();
   Shared& s = *shared_;
   std::unique_lock lock(s.mutex);
   for (;;) {

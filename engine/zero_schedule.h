@@ -91,6 +91,8 @@ class ZeroSchedule final : public UnitAccess {
   void gradient_final(size_t unit);
   // Offload: waits for the host's update of the unit, if one is under way, and sends the new weights up.
   void ensure_updated(size_t unit);
+  // Offload: while waiting for one unit's update, sends finished later ones up (see the definition).
+  void upload_finished_units(size_t waiting_for);
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
   // Calls issue_bucket(bucket) for consecutive runs of `units`, each closed once it holds at least
   // bucket_numel elements (the last one may hold fewer): the bucketing rule of both reduce and gather.

@@ -4,9 +4,11 @@
 #include "offload/cpu_optimizer.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/bf16.h"
 #include "core/check.h"
@@ -224,6 +226,14 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
 #pragma GCC diagnostic pop
 
 }  // namespace
+
+int optimizer_threads_beside_training() {
+  const char* set = std::getenv("OMP_NUM_THREADS");
+  if (set != nullptr && *set != '\0') return omp_get_max_threads();
+  return std::max(1, omp_get_num_procs() - 1);
+}
+
+void use_optimizer_threads_beside_training() { omp_set_num_threads(optimizer_threads_beside_training()); }
 
 SimdLevel best_simd_level() {
   if (__builtin_cpu_supports("avx512f")) return SimdLevel::avx512;

@@ -4,10 +4,14 @@
 // and the bf16 copy exactly the rounded master.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "core/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -153,6 +157,20 @@ TEST_P(CpuOptimizer, StateWrittenAsideIsTheInPlaceUpdate) {
     EXPECT_EQ(source.m, start.m);
     EXPECT_EQ(source.v, start.v);
   }
+}
+
+// One core is left to the training thread, unless OMP_NUM_THREADS says otherwise.
+TEST(CpuOptimizer, ThreadsBesideTrainingLeaveACoreUnlessOmpNumThreadsIsSet) {
+  const char* before = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = before ? before : "";
+  unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, omp_get_num_procs() - 1));
+  setenv("OMP_NUM_THREADS", "", 1);
+  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, omp_get_num_procs() - 1)) << "empty counts as unset";
+  setenv("OMP_NUM_THREADS", "3", 1);  // (OpenMP read it at start: its count is the one it took then)
+  EXPECT_EQ(optimizer_threads_beside_training(), omp_get_max_threads());
+  if (before) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  else unsetenv("OMP_NUM_THREADS");
 }
 
 TEST(CpuOptimizer, RefusesALevelTheCpuLacks) {
