@@ -6,8 +6,7 @@
 // separate-output line shows what a fresh output array costs (its lines are read before they are written).
 // The speculative line is the update of the offload strategies during backward: the state read from one set
 // of arrays and written to another (non-temporal stores), with the weights in a separate array.
-// Arrays are page-aligned, as the host allocator's are; each line is measured with 4 KiB pages and again with
-// the huge pages the pinned allocator advises for large blocks (core/host_pages.h).
+// Arrays are page-aligned, as the host allocator's are.
 #include <omp.h>
 
 #include <algorithm>
@@ -20,7 +19,6 @@
 #include "bench/cli.h"
 #include "core/bf16.h"
 #include "core/errors.h"
-#include "core/host_pages.h"
 #include "offload/cpu_optimizer.h"
 
 namespace {
@@ -29,8 +27,9 @@ template <typename T>
 using Array = std::unique_ptr<T[], decltype(&std::free)>;
 
 template <typename T>
-Array<T> page_aligned(int64_t n, zb::HostPages pages) {
-  Array<T> array(static_cast<T*>(zb::allocate_host_pages(size_t(n) * sizeof(T), pages)), &std::free);
+Array<T> page_aligned(int64_t n) {
+  const size_t bytes = (size_t(n) * sizeof(T) + 4095) / 4096 * 4096;
+  Array<T> array(static_cast<T*>(std::aligned_alloc(4096, bytes)), &std::free);
   if (!array) throw zb::OutOfMemory("cpu_optimizer_bench: the arrays do not fit in host memory");
   return array;
 }
@@ -40,15 +39,14 @@ struct Flags {
   int64_t repeats = 10;
 };
 
-void measure_levels(const Flags& f, zb::HostPages pages) {
+int run(const Flags& f) {
+  if (f.params <= 0 || f.params > (int64_t(1) << 34)) throw zb::UsageError("--params: must be in [1, 2^34]");
+  if (f.repeats <= 0 || f.repeats > 10'000) throw zb::UsageError("--repeats: must be in [1, 10000]");
   const int64_t n = f.params;
-  const char* page_label = pages == zb::HostPages::small ? "4 KiB pages" : "huge pages";
   // First touched by all threads (the optimizer hands out its chunks dynamically, so no split is its own).
-  Array<float> master = page_aligned<float>(n, pages), m = page_aligned<float>(n, pages),
-               v = page_aligned<float>(n, pages);
-  Array<float> spare_master = page_aligned<float>(n, pages), spare_m = page_aligned<float>(n, pages),
-               spare_v = page_aligned<float>(n, pages);
-  Array<uint16_t> grad = page_aligned<uint16_t>(n, pages), out = page_aligned<uint16_t>(n, pages);
+  Array<float> master = page_aligned<float>(n), m = page_aligned<float>(n), v = page_aligned<float>(n);
+  Array<float> spare_master = page_aligned<float>(n), spare_m = page_aligned<float>(n), spare_v = page_aligned<float>(n);
+  Array<uint16_t> grad = page_aligned<uint16_t>(n), out = page_aligned<uint16_t>(n);
   const uint16_t grad_bits = zb::float_to_bf16_bits(1e-3f);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
@@ -57,6 +55,8 @@ void measure_levels(const Flags& f, zb::HostPages pages) {
   }
   zb::OptimizerParams p;
   p.weight_decay = 0.01f;
+  std::printf("cpu_optimizer_bench: AdamW over %lld parameters, %d OpenMP threads, best level %s\n", (long long)n,
+              omp_get_max_threads(), std::string(zb::simd_level_name(zb::best_simd_level())).c_str());
   auto measure = [&](zb::SimdLevel level, void* weights_out, const char* label, bool aside = false) {
     zb::CpuOptimizerShard shard{master.get(), grad.get(), m.get(), v.get(), weights_out, n};
     if (aside) {
@@ -73,23 +73,13 @@ void measure_levels(const Flags& f, zb::HostPages pages) {
     }
     std::sort(seconds.begin(), seconds.end());
     const double median = seconds[seconds.size() / 2];
-    std::printf("%-7s %-22s %-11s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n",
-                std::string(zb::simd_level_name(level)).c_str(), label, page_label, median * 1e3, n / median / 1e9,
+    std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n",
+                std::string(zb::simd_level_name(level)).c_str(), label, median * 1e3, n / median / 1e9,
                 28.0 * n / median / 1e9);
   };
   for (int level = 0; level <= int(zb::best_simd_level()); ++level) measure(zb::SimdLevel(level), grad.get(), "in place");
   measure(zb::best_simd_level(), out.get(), "separate output");
   measure(zb::best_simd_level(), out.get(), "aside (speculative)", /*aside=*/true);
-}
-
-int run(const Flags& f) {
-  if (f.params <= 0 || f.params > (int64_t(1) << 34)) throw zb::UsageError("--params: must be in [1, 2^34]");
-  if (f.repeats <= 0 || f.repeats > 10'000) throw zb::UsageError("--repeats: must be in [1, 10000]");
-  std::printf("cpu_optimizer_bench: AdamW over %lld parameters, %d OpenMP threads, best level %s\n",
-              (long long)f.params, omp_get_max_threads(),
-              std::string(zb::simd_level_name(zb::best_simd_level())).c_str());
-  measure_levels(f, zb::HostPages::small);
-  measure_levels(f, zb::HostPages::huge_where_large);
   return 0;
 }
 

@@ -2,9 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdlib>
-
-#include "core/host_pages.h"
 
 namespace zb {
 
@@ -23,9 +22,11 @@ void* DeviceMemory::allocate(size_t bytes) {
 void DeviceMemory::release(void* ptr) noexcept { cudaFree(ptr); }
 
 void* PinnedHostMemory::allocate(size_t bytes) {
-  void* ptr = allocate_host_pages(bytes, HostPages::huge_where_large);
+  constexpr size_t kPage = 4096;
+  if (bytes > SIZE_MAX - kPage) return nullptr;
+  const size_t rounded = bytes == 0 ? kPage : (bytes + kPage - 1) / kPage * kPage;
+  void* ptr = std::aligned_alloc(kPage, rounded);
   if (ptr == nullptr) return nullptr;
-  const size_t rounded = host_block_bytes(bytes, HostPages::huge_where_large);
   if (cudaHostRegister(ptr, rounded, cudaHostRegisterDefault) != cudaSuccess) {
     cudaGetLastError();
     std::free(ptr);

@@ -20,7 +20,7 @@ class DeviceMemory final : public RawMemory {
 
 // Page-locked host memory: the GPU's copy engines reach it directly, at full PCIe bandwidth. Page-aligned
 // (O_DIRECT transfers need 4 KiB alignment, and cudaHostAlloc gives small blocks less than that), so it is
-// page-aligned host memory registered with CUDA; large blocks in huge pages (core/host_pages.h).
+// page-aligned host memory registered with CUDA.
 class PinnedHostMemory final : public RawMemory {
  public:
   void* allocate(size_t bytes) override;

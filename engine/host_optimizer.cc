@@ -230,7 +230,12 @@ void HostOptimizer::mark_done(size_t u) {
 }
 
 // One thread does all the host's updates: a step's job when one is pending, else the speculative update of
-// the next unit whose gradient has landed.
+// the unit whose gradient landed last. Last in, first out: gradients land faster than the CPU updates them,
+// so backward ends with landed units still waiting, and those the job then updates before the next forward
+// reaches them. Taking the newest leaves the first landed (the last blocks of the forward) waiting, so the
+// job's last unit sits near the forward's end, and little forward is left once the host is done. First in,
+// first out left the first ~40% of the blocks to the job and the forward of the other 60% after it (gpt2-xl
+// cpu_optimizer: the forward ran 18-35 ms past the host's last update).
 void HostOptimizer::run_worker() {
   use_optimizer_threads_beside_training();
   Shared& s = *shared_;
@@ -239,8 +244,8 @@ void HostOptimizer::run_worker() {
     s.changed.wait(lock, [&] { return s.stop || s.job_pending || (s.speculation_step != 0 && !s.landed.empty()); });
     if (s.stop) return;
     if (!s.job_pending) {
-      const size_t u = s.landed.front();
-      s.landed.pop_front();
+      const size_t u = s.landed.back();
+      s.landed.pop_back();
       const OptimizerParams params = s.speculation_params;
       s.speculating = true;
       lock.unlock();

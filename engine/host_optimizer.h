@@ -20,7 +20,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <future>
@@ -127,7 +126,7 @@ class HostOptimizer {
     OffloadTimes finished_times;
     int64_t speculation_step = 0;  // the step being speculated (0: none)
     OptimizerParams speculation_params;
-    std::deque<size_t> landed;         // units whose gradient landed, waiting for their speculative update
+    std::vector<size_t> landed;        // units whose gradient landed, waiting for their speculative update
     bool speculating = false;          // a speculative update is under way
     SpeculationCounts counts;
     std::vector<bool> speculated;      // units whose spare holds this step's speculative update

@@ -3,11 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdint>
-#include <cstdlib>
 
 #include "core/device.h"
-#include "core/host_pages.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "core/tracking_allocator.h"
@@ -25,24 +22,6 @@ TEST(Tensor, ViewsAndSlices) {
   EXPECT_EQ(t.flat_slice(4, 10).as<float>(), data.data() + 4);
   EXPECT_THROW(t.flat_slice(10, 30), Error);
   EXPECT_THROW(t.as<double>(), Error) << "as<T> checks the dtype";
-}
-
-TEST(HostPages, LargeBlocksAreHugePageAlignedSmallOnesPageAligned) {
-  EXPECT_EQ(host_block_bytes(0, HostPages::huge_where_large), kSmallPage);
-  EXPECT_EQ(host_block_bytes(kSmallPage + 1, HostPages::huge_where_large), 2 * kSmallPage);
-  EXPECT_EQ(host_block_bytes(kHugePageMinimum + 1, HostPages::huge_where_large), kHugePageMinimum + kHugePage);
-  EXPECT_EQ(host_block_bytes(kHugePageMinimum + 1, HostPages::small), kHugePageMinimum + kSmallPage);
-  EXPECT_EQ(host_block_bytes(SIZE_MAX - 1, HostPages::small), 0u) << "a size that cannot be rounded fails";
-  for (const auto& [bytes, pages, alignment] :
-       {std::tuple{size_t(1000), HostPages::huge_where_large, kSmallPage},
-        std::tuple{kHugePageMinimum, HostPages::huge_where_large, kHugePage},
-        std::tuple{kHugePageMinimum, HostPages::small, kSmallPage}}) {
-    void* block = allocate_host_pages(bytes, pages);
-    ASSERT_NE(block, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % alignment, 0u) << bytes << " bytes";
-    static_cast<char*>(block)[host_block_bytes(bytes, pages) - 1] = 1;  // the whole rounded block is there
-    std::free(block);
-  }
 }
 
 TEST(TrackingAllocator, CountsCurrentAndPeakPerPool) {
