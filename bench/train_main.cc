@@ -11,8 +11,8 @@
 #include "comm/mpi_world.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
-#include "offload/cpu_optimizer.h"
 #include "kernels/backend_factory.h"
+#include "offload/cpu_optimizer.h"
 
 namespace {
 
