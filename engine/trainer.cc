@@ -134,7 +134,6 @@ StepStats Trainer::step() {
   Tensor inputs = inputs_.view(ids, DType::i32), targets = targets_.view(ids, DType::i32);
   const int world = comm_->size();
 
-  if (store_.whole_grads()) store_.zero_gradients(backend_);
   OptimizerParams params = options_.optimizer;
   params.step = step_ + 1;
   // What the update will be if clipping leaves the gradients as they are: the host may start on it.

@@ -201,15 +201,23 @@ void ZeroSchedule::release_params(size_t unit) {
   held_params_[unit] = nullptr;
 }
 
-void ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
+GradWrite ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
   if (reads_weights) acquire_params(unit, backward_order_);
-  if (store_.whole_grads()) return;
+  // Whole gradients: the first micro-batch writes them (their gaps and padding were zeroed when the store
+  // was made, and nothing writes there), later ones add to them.
+  if (store_.whole_grads()) return micro_ == 0 ? GradWrite::overwrite : GradWrite::add;
+  // A slot holds this micro-batch's gradient alone: written, after zeroing what the backward does not write
+  // (the slot may have held another unit's values there).
   UnitSlots::Slot* slot = grad_slots_.take(int64_t(unit), store_.padded_numel(unit));
   wait_exposed(slot->ticket);  // the reduce-scatter that last read this slot
   Tensor whole = grad_slots_.view(*slot);
-  backend_.fill_zero(whole);
+  for (const auto& [begin, end] : store_.layout().unit(unit).uncovered_ranges(whole.numel())) {
+    Tensor gap = whole.flat_slice(begin, end);
+    backend_.fill_zero(gap);
+  }
   model_.bind_unit_gradients(unit, whole);
   held_grads_[unit] = slot;
+  return GradWrite::overwrite;
 }
 
 void ZeroSchedule::backward_done(size_t unit) {

@@ -80,7 +80,7 @@ class ZeroSchedule final : public UnitAccess {
 
   void forward_needs(size_t unit) override { acquire_params(unit, forward_order_); }
   void forward_done(size_t unit) override { release_params(unit); }
-  void backward_needs(size_t unit, bool reads_weights) override;
+  GradWrite backward_needs(size_t unit, bool reads_weights) override;
   void backward_done(size_t unit) override;
 
  private:

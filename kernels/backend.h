@@ -4,9 +4,11 @@
 //
 // Conventions, the same for every op:
 // - Tensors are row-major and contiguous; [N, C] means N rows of C. N counts tokens (batch * seq).
-// - Outputs are written (=) unless the comment says "adds": parameter gradients are always added to,
-//   so that micro-batches accumulate; the residual-stream gradient dx of the norms is added to, because
-//   it already holds the gradient that arrives through the skip connection.
+// - Outputs are written (=) unless the comment says "adds". Parameter gradients are added to, so that
+//   micro-batches accumulate, or written over when the call says GradWrite::overwrite (the first
+//   micro-batch: no zeroing beforehand, and the GEMMs skip reading the old values). The residual-stream
+//   gradient dx of the norms is always added to: it already holds the gradient that arrives through the
+//   skip connection.
 // - Linear layers use PyTorch's layout: weight [out_features, in_features], y = x W^T + b.
 // - Ids (tokens, targets, positions) are int32.
 #pragma once
@@ -27,6 +29,9 @@ namespace zb {
 inline DType stats_dtype(DType data) { return data == DType::f64 ? DType::f64 : DType::f32; }
 
 // A point in a backend's sequence of work, for timing phases on the device's own clock.
+// How an op stores the parameter gradients it computes: added to what the tensors hold, or written over it.
+enum class GradWrite { add, overwrite };
+
 class TimingEvent {
  public:
   virtual ~TimingEvent() = default;
@@ -59,16 +64,19 @@ class Backend {
   // --- embedding ------------------------------------------------------------------------------------------
   // out[n] = table[ids[n]] (or out[n] += table[ids[n]] when accumulate). ids [N], table [V, C], out [N, C].
   virtual void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) = 0;
-  // Adds dout[n] to dtable[ids[n]] for every n, in a fixed order (deterministic).
-  virtual void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) = 0;
+  // Adds dout[n] to dtable[ids[n]] for every n, in a fixed order (deterministic); overwrite: the rows no id
+  // selects become zero.
+  virtual void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
+                                  GradWrite write = GradWrite::add) = 0;
 
   // --- normalisation ----------------------------------------------------------------------------------------
   // LayerNorm over the last axis: x [N, C], weight/bias [C]; saves mean and rstd [N] (stats_dtype) for backward.
   virtual void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
                                  Tensor& mean, Tensor& rstd) = 0;
-  // Adds to dx, dweight and dbias.
+  // Adds to dx; adds to (or overwrites) dweight and dbias.
   virtual void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                  const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) = 0;
+                                  const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
+                                  GradWrite write = GradWrite::add) = 0;
   // RMSNorm: out = x / sqrt(mean(x^2) + eps) * weight; saves rstd [N].
   virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) = 0;
   // The residual add fused into the norm that follows it: residual_out = a + b (in the data dtype), then
@@ -77,9 +85,9 @@ class Backend {
                                           const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) = 0;
   virtual void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
                                         float eps, Tensor& out, Tensor& rstd) = 0;
-  // Adds to dx and dweight.
+  // Adds to dx; adds to (or overwrites) dweight.
   virtual void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                Tensor& dx, Tensor& dweight) = 0;
+                                Tensor& dx, Tensor& dweight, GradWrite write = GradWrite::add) = 0;
 
   // --- linear layers ----------------------------------------------------------------------------------------
   // out [N, M] = inp [N, K] weight[M, K]^T (+ bias [M] unless bias is empty).
@@ -91,15 +99,15 @@ class Backend {
     matmul_forward(inp, weight, bias, pre);
     gelu_forward(pre, out);
   }
-  // Writes dinp [N, K]; adds to dweight [M, K] and, unless empty, dbias [M].
+  // Writes dinp [N, K]; adds to (or overwrites) dweight [M, K] and, unless empty, dbias [M].
   virtual void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
-                               Tensor& dweight, Tensor& dbias) = 0;
+                               Tensor& dweight, Tensor& dbias, GradWrite write = GradWrite::add) = 0;
   // The backward of a linear layer whose input is gelu(pre), with the GELU's backward folded in: as
   // matmul_backward into dpre followed by gelu_backward(dpre, pre, dpre), in one GEMM with a DGELU epilogue where
   // the backend has one (which rounds once, after the product, where the separate ops round twice).
   virtual void matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
-                                    Tensor& dpre, Tensor& dweight, Tensor& dbias) {
-    matmul_backward(dout, inp, weight, dpre, dweight, dbias);
+                                    Tensor& dpre, Tensor& dweight, Tensor& dbias, GradWrite write = GradWrite::add) {
+    matmul_backward(dout, inp, weight, dpre, dweight, dbias, write);
     gelu_backward(dpre, pre, dpre);
   }
 

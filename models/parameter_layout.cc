@@ -57,6 +57,18 @@ bool ParameterUnit::has(const std::string& tensor_name) const {
   return std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == tensor_name; });
 }
 
+std::vector<std::pair<int64_t, int64_t>> ParameterUnit::uncovered_ranges(int64_t length) const {
+  ZB_CHECK(length >= numel, "unit '", name, "' is ", numel, " elements, longer than its buffer of ", length);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t covered_to = 0;  // the tensors are in offset order
+  for (const ParameterTensor& t : tensors) {
+    if (t.offset > covered_to) ranges.emplace_back(covered_to, t.offset);
+    covered_to = t.offset + t.numel();
+  }
+  if (length > covered_to) ranges.emplace_back(covered_to, length);
+  return ranges;
+}
+
 ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(config) {
   const auto& c = config_;
   const int64_t vp = c.padded_vocab();

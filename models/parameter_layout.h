@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -32,6 +33,10 @@ struct ParameterUnit {
 
   const ParameterTensor& tensor(const std::string& tensor_name) const;
   bool has(const std::string& tensor_name) const;
+  // The [begin, end) ranges of a buffer of `length` elements (at least numel) that no tensor covers: the
+  // alignment gaps and the tail. Nothing computes values there; they must hold zeros, which a gradient
+  // buffer keeps only if whoever reuses it zeroes them.
+  std::vector<std::pair<int64_t, int64_t>> uncovered_ranges(int64_t length) const;
 };
 
 class ParameterLayout {

@@ -112,35 +112,42 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   Tensor no_bias;
   const size_t embeddings = layout_.embedding_unit(), final = layout_.final_unit();
   const bool tied = config_.tied_embeddings;
-  backward_needs(final);
-  if (tied) backward_needs(embeddings);
-  b.matmul_backward(acts_.logits, acts_.ln_f.out, params_.lm_head, acts_.d_norm, grads_.lm_head, no_bias);
+  const GradWrite final_write = backward_needs(final);
+  // Tied, the lm head's gradient is the embedding unit's, written first here and added to by the lookup's
+  // backward at the end.
+  const GradWrite embeddings_write = tied ? backward_needs(embeddings) : GradWrite::add;
+  b.matmul_backward(acts_.logits, acts_.ln_f.out, params_.lm_head, acts_.d_norm, grads_.lm_head, no_bias,
+                    tied ? embeddings_write : final_write);
   // d_residual carries d(loss)/d(residual stream) down the network; each norm adds its branch's share.
   b.fill_zero(acts_.d_residual);
   norm_backward(acts_.d_norm, acts_.residual[config_.n_layer], params_.ln_f_weight, acts_.ln_f, acts_.d_residual,
-                grads_.ln_f_weight, grads_.ln_f_bias);
+                grads_.ln_f_weight, grads_.ln_f_bias, final_write);
   backward_done(final);
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
-    backward_needs(layout_.block_unit(l));
+    const GradWrite write = backward_needs(layout_.block_unit(l));
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
-    mlp_output_backward(w, a, g);
-    b.matmul_backward(acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias);
-    norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias);
+    mlp_output_backward(w, a, g, write);
+    b.matmul_backward(acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias, write);
+    norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias, write);
 
     b.matmul_backward(acts_.d_residual, a.attention, w.attn_proj_weight, acts_.d_attention, g.attn_proj_weight,
-                      g.attn_proj_bias);
+                      g.attn_proj_bias, write);
     b.attention_backward(acts_.d_attention, a.qkv, a.attention, a.lse, attention_shape_, acts_.d_qkv);
     if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq_, attention_shape_);
-    b.matmul_backward(acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight, g.qkv_bias);
-    norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias);
+    b.matmul_backward(acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight, g.qkv_bias, write);
+    norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias,
+                  write);
     backward_done(layout_.block_unit(l));
   }
-  if (!tied) backward_needs(embeddings, /*reads_weights=*/false);  // the lookup's backward needs only gradients
-  b.embedding_backward(tokens, acts_.d_residual, grads_.wte);
-  if (config_.has_learned_positions()) b.embedding_backward(positions_, acts_.d_residual, grads_.wpe);
+  // The lookup's backward needs only gradients; tied, the lm head has already written the table's.
+  const GradWrite lookup_write = tied ? GradWrite::add : backward_needs(embeddings, /*reads_weights=*/false);
+  b.embedding_backward(tokens, acts_.d_residual, grads_.wte, lookup_write);
+  if (config_.has_learned_positions()) {
+    b.embedding_backward(positions_, acts_.d_residual, grads_.wpe, tied ? embeddings_write : lookup_write);
+  }
   backward_done(embeddings);
 }
 
@@ -163,11 +170,11 @@ void Transformer::residual_norm_forward(const Tensor& a, const Tensor& branch, T
 }
 
 void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved,
-                                Tensor& dx, Tensor& dweight, Tensor& dbias) {
+                                Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write) {
   if (config_.norm == NormKind::layernorm) {
-    backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dweight, dbias);
+    backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dweight, dbias, write);
   } else {
-    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dweight);
+    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dweight, write);
   }
 }
 
@@ -184,14 +191,15 @@ void Transformer::mlp_input_forward(const BlockTensors& w, LayerActivations& a) 
   }
 }
 
-void Transformer::mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g) {
+void Transformer::mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g,
+                                      GradWrite write) {
   // GELU's backward rides in the GEMM's epilogue where the backend has one; the others follow the GEMM.
   if (config_.mlp == MlpKind::gelu) {
     return backend_.matmul_gelu_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, a.fc, acts_.d_fc,
-                                         g.mlp_proj_weight, g.mlp_proj_bias);
+                                         g.mlp_proj_weight, g.mlp_proj_bias, write);
   }
   backend_.matmul_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated, g.mlp_proj_weight,
-                           g.mlp_proj_bias);
+                           g.mlp_proj_bias, write);
   if (config_.mlp == MlpKind::relu) {
     backend_.relu_backward(acts_.d_activated, a.fc, acts_.d_fc);
   } else {

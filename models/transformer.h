@@ -37,7 +37,8 @@ class Transformer {
 
   // Mean cross-entropy over the batch's tokens. tokens and targets: int32 [batch * seq] on the device.
   double forward(const Tensor& tokens, const Tensor& targets);
-  // Forward, then backward: adds loss_scale * d(mean loss)/d(parameter) to every bound gradient.
+  // Forward, then backward: adds loss_scale * d(mean loss)/d(parameter) to every bound gradient (or writes it,
+  // for the units whose owner says so: see UnitAccess::backward_needs).
   // Returns the mean loss; adds the device time of each half to *times when given.
   double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f,
                           PassTimes* times = nullptr);
@@ -54,19 +55,20 @@ class Transformer {
   void residual_norm_forward(const Tensor& a, const Tensor& branch, Tensor& residual_out, const Tensor& weight,
                              const Tensor& bias, NormOutputs& out);
   void norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved, Tensor& dx,
-                     Tensor& dweight, Tensor& dbias);
+                     Tensor& dweight, Tensor& dbias, GradWrite write);
   // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
   void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
   // From d_residual through the MLP's output projection and its activation to d_fc; adds the projection's
   // weight and bias gradients to g.
-  void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g);
+  void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g, GradWrite write);
   double mean_loss();
 
   // The UnitAccess calls, which do nothing without an owner listening.
   void forward_needs(size_t unit) { if (access_) access_->forward_needs(unit); }
   void forward_done(size_t unit) { if (access_) access_->forward_done(unit); }
-  void backward_needs(size_t unit, bool reads_weights = true) {
-    if (access_) access_->backward_needs(unit, reads_weights);
+  // How the unit's gradients are to be stored: added to, without an owner.
+  GradWrite backward_needs(size_t unit, bool reads_weights = true) {
+    return access_ ? access_->backward_needs(unit, reads_weights) : GradWrite::add;
   }
   void backward_done(size_t unit) { if (access_) access_->backward_done(unit); }
 

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 
+#include "kernels/backend.h"
+
 namespace zb {
 
 class UnitAccess {
@@ -20,9 +22,12 @@ class UnitAccess {
   virtual ~UnitAccess() = default;
   virtual void forward_needs(size_t unit) = 0;
   virtual void forward_done(size_t unit) = 0;
-  // The unit's gradient views must be writable (they are added to) until backward_done, and its weights
-  // readable unless reads_weights is false (the untied embedding's backward reads only gradients).
-  virtual void backward_needs(size_t unit, bool reads_weights) = 0;
+  // The unit's gradient views must be writable until backward_done, and its weights readable unless
+  // reads_weights is false (the untied embedding's backward reads only gradients). Returns how the backward
+  // stores the unit's gradients: added to what the views hold (earlier micro-batches' sums, or zeros), or
+  // written over it (the owner then needs no zeroing beforehand; what lies outside the model's tensors, the
+  // alignment gaps and the padding, it must keep at zero itself).
+  virtual GradWrite backward_needs(size_t unit, bool reads_weights) = 0;
   // The unit's gradient for this micro-batch is complete.
   virtual void backward_done(size_t unit) = 0;
 };

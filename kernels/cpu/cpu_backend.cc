@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/op_checks.h"
@@ -27,6 +28,15 @@ void expect_ids_below(const Tensor& ids, int64_t bound, const char* what) {
   const int32_t* p = ids.as<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     ZB_CHECK(p[i] >= 0 && p[i] < bound, what, "[", i, "] = ", p[i], " is outside [0, ", bound, ")");
+}
+
+// The reference's overwrite: zero the gradients (the empty ones are absent, as an unbiased layer's dbias), then
+// add to them as the add mode does, so the two modes can only differ by what the tensors held before.
+void zero_to_overwrite(GradWrite write, std::initializer_list<Tensor*> grads) {
+  if (write != GradWrite::overwrite) return;
+  for (Tensor* g : grads) {
+    if (!g->empty()) std::memset(g->data, 0, g->bytes());
+  }
 }
 
 struct HostTimingEvent final : TimingEvent {
@@ -76,9 +86,10 @@ void CpuBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tenso
   });
 }
 
-void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+void CpuBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, GradWrite write) {
   const auto [v, c] = checks::embedding(ids, dtable, dout, kCpu);
   expect_ids_below(ids, v, "ids");
+  zero_to_overwrite(write, {&dtable});
   dispatch_real(dtable.dtype, [&]<typename T>() {
     cpu::embedding_backward<T>(ids.as<int32_t>(), dout.as<T>(), dtable.as<T>(), ids.numel(), c);
   });
@@ -94,10 +105,11 @@ void CpuBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const 
 }
 
 void CpuBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                    const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+                                    const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, c] = checks::layernorm(x, weight, dbias, dout, mean, rstd, kCpu);
   checks::same_shape(x, dx, "layernorm dx", kCpu);
   checks::same_shape(weight, dweight, "layernorm dweight", kCpu);
+  zero_to_overwrite(write, {&dweight, &dbias});
   dispatch_real(x.dtype, [&]<typename T>() {
     cpu::layernorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), mean.as<T>(), rstd.as<T>(), dx.as<T>(),
                                dweight.as<T>(), dbias.as<T>(), n, c);
@@ -126,10 +138,11 @@ void CpuBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tens
 }
 
 void CpuBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                  Tensor& dx, Tensor& dweight) {
+                                  Tensor& dx, Tensor& dweight, GradWrite write) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, kCpu);
   checks::same_shape(x, dx, "rmsnorm dx", kCpu);
   checks::same_shape(weight, dweight, "rmsnorm dweight", kCpu);
+  zero_to_overwrite(write, {&dweight});
   dispatch_real(x.dtype, [&]<typename T>() {
     cpu::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<T>(), dx.as<T>(), dweight.as<T>(), n, c);
   });
@@ -143,10 +156,11 @@ void CpuBackend::matmul_forward(const Tensor& inp, const Tensor& weight, const T
 }
 
 void CpuBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
-                                 Tensor& dweight, Tensor& dbias) {
+                                 Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, kCpu);
   checks::same_shape(inp, dinp, "matmul dinp", kCpu);
   checks::same_shape(weight, dweight, "matmul dweight", kCpu);
+  zero_to_overwrite(write, {&dweight, &dbias});
   dispatch_real(inp.dtype, [&]<typename T>() {
     cpu::matmul_backward<T>(dout.as<T>(), inp.as<T>(), weight.as<T>(), dinp.as<T>(), dweight.as<T>(),
                             dbias.empty() ? nullptr : dbias.as<T>(), n, k, m);

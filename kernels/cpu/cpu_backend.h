@@ -18,23 +18,25 @@ class CpuBackend final : public Backend {
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
 
   void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
-  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
+                          GradWrite write = GradWrite::add) override;
 
   void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, Tensor& mean,
                          Tensor& rstd) override;
   void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) override;
+                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
+                          GradWrite write = GradWrite::add) override;
   void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
   void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
                                   const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) override;
   void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight, float eps,
                                 Tensor& out, Tensor& rstd) override;
   void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                        Tensor& dweight) override;
+                        Tensor& dweight, GradWrite write = GradWrite::add) override;
 
   void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
-                       Tensor& dbias) override;
+                       Tensor& dbias, GradWrite write = GradWrite::add) override;
 
   void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,

@@ -62,7 +62,8 @@ constexpr int kFinishColumns = 16, kFinishThreads = 1024, kFinishGroups = kFinis
 
 template <typename T>
 __global__ void __launch_bounds__(kFinishThreads) column_finish_kernel(const float* partials, int64_t chunks,
-                                                                       int64_t c, T* out0, T* out1) {
+                                                                       int64_t c, T* out0, T* out1,
+                                                                       bool accumulate) {
   __shared__ float sums[kFinishGroups][kFinishColumns];
   const int outputs = out1 ? 2 : 1, groups = kFinishGroups / outputs;
   const int column_in_block = int(threadIdx.x) % kFinishColumns, group = int(threadIdx.x) / kFinishColumns;
@@ -83,11 +84,11 @@ __global__ void __launch_bounds__(kFinishThreads) column_finish_kernel(const flo
   float total = 0.0f;
   for (int s = 0; s < groups; ++s) total += sums[mine * groups + s][at];
   T* const out = mine == 0 ? out0 : out1;
-  out[out_col] = from_float<T>(to_float(out[out_col]) + total);
+  out[out_col] = from_float<T>(accumulate ? to_float(out[out_col]) + total : total);
 }
 
 template <typename T, typename Terms>
-__global__ void column_scalar_kernel(int64_t n, int64_t c, Terms terms, T* out0, T* out1) {
+__global__ void column_scalar_kernel(int64_t n, int64_t c, Terms terms, T* out0, T* out1, bool accumulate) {
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (col >= c) return;
   float a = 0.0f, b = 0.0f;
@@ -96,8 +97,8 @@ __global__ void column_scalar_kernel(int64_t n, int64_t c, Terms terms, T* out0,
     a += v.x;
     b += v.y;
   }
-  out0[col] = from_float<T>(to_float(out0[col]) + a);
-  if (out1) out1[col] = from_float<T>(to_float(out1[col]) + b);
+  out0[col] = from_float<T>(accumulate ? to_float(out0[col]) + a : a);
+  if (out1) out1[col] = from_float<T>(accumulate ? to_float(out1[col]) + b : b);
 }
 
 // The [2][chunks][c] fp32 partial sums of the column reductions, in `scratch` (column_reduce_scratch bytes).
@@ -106,20 +107,23 @@ inline float* column_partials(Scratch scratch, int64_t chunks, int64_t c) {
   return static_cast<float*>(scratch.data);
 }
 
-// Phase 2: out0[col] (and out1[col], if not null) += the sum of its column's partials, in chunk order.
+// Phase 2: out0[col] (and out1[col], if not null) += the sum of its column's partials, in chunk order (= when
+// not accumulating).
 template <typename T>
-void column_finish(const float* partials, int64_t chunks, int64_t c, T* out0, T* out1, cudaStream_t stream) {
-  column_finish_kernel<T><<<blocks_for(c, kFinishColumns), kFinishThreads, 0, stream>>>(partials, chunks, c, out0, out1);
+void column_finish(const float* partials, int64_t chunks, int64_t c, T* out0, T* out1, bool accumulate,
+                   cudaStream_t stream) {
+  column_finish_kernel<T>
+      <<<blocks_for(c, kFinishColumns), kFinishThreads, 0, stream>>>(partials, chunks, c, out0, out1, accumulate);
   ZB_CUDA_CHECK_LAUNCH();
 }
 
-// out0[col] += sum_row a-terms, out1[col] (if not null) += sum_row b-terms. `aligned` says that every row
-// the terms read starts 16-byte aligned.
+// out0[col] += sum_row a-terms, out1[col] (if not null) += sum_row b-terms (= when not accumulating).
+// `aligned` says that every row the terms read starts 16-byte aligned.
 template <typename T, typename Terms>
-void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* out1, Scratch scratch,
-                   cudaStream_t stream) {
+void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* out1, bool accumulate,
+                   Scratch scratch, cudaStream_t stream) {
   if (c % 8 != 0 || !aligned) {
-    column_scalar_kernel<<<blocks_for(c, 256), 256, 0, stream>>>(n, c, terms, out0, out1);
+    column_scalar_kernel<<<blocks_for(c, 256), 256, 0, stream>>>(n, c, terms, out0, out1, accumulate);
     ZB_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -133,7 +137,7 @@ void column_reduce(int64_t n, int64_t c, bool aligned, Terms terms, T* out0, T* 
     column_partials_kernel<1><<<grid, threads, 0, stream>>>(n, c, chunks, terms, partials);
   }
   ZB_CUDA_CHECK_LAUNCH();
-  column_finish(partials, chunks, c, out0, out1, stream);
+  column_finish(partials, chunks, c, out0, out1, accumulate, stream);
 }
 
 }  // namespace zb::cuda

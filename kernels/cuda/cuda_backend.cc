@@ -138,9 +138,10 @@ void CudaBackend::embedding_forward(const Tensor& ids, const Tensor& table, Tens
   });
 }
 
-void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+void CudaBackend::embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, GradWrite write) {
   const auto [v, c] = checks::embedding(ids, dtable, dout, device());
   const int64_t n = ids.numel();
+  if (write == GradWrite::overwrite) fill_zero(dtable);  // the rows no id selects; the kernel adds to the others
   const cuda::Scratch s = scratch(cuda::embedding_backward_scratch(n));
   dispatch(dtable.dtype, [&]<typename T>() {
     cuda::embedding_backward<T>(ids.as<int32_t>(), dout.as<T>(), dtable.as<T>(), n, c, v, s, stream_);
@@ -157,14 +158,15 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const
 }
 
 void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+                                     const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
+                                     GradWrite write) {
   const auto [n, c] = checks::layernorm(x, weight, dbias, dout, mean, rstd, device());
   checks::same_shape(x, dx, "layernorm dx", device());
   checks::same_shape(weight, dweight, "layernorm dweight", device());
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::layernorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), dx.as<T>(),
-                                dweight.as<T>(), dbias.as<T>(), n, c, s, stream_);
+                                dweight.as<T>(), dbias.as<T>(), n, c, write == GradWrite::add, s, stream_);
   });
 }
 
@@ -199,14 +201,14 @@ void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Ten
 }
 
 void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                   Tensor& dx, Tensor& dweight) {
+                                   Tensor& dx, Tensor& dweight, GradWrite write) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, device());
   checks::same_shape(x, dx, "rmsnorm dx", device());
   checks::same_shape(weight, dweight, "rmsnorm dweight", device());
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<float>(), dx.as<T>(), dweight.as<T>(), n,
-                              c, s, stream_);
+                              c, write == GradWrite::add, s, stream_);
   });
 }
 
@@ -236,7 +238,7 @@ void CudaBackend::matmul_gelu_forward(const Tensor& inp, const Tensor& weight, c
 }
 
 void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
-                                  Tensor& dweight, Tensor& dbias) {
+                                  Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
   checks::same_shape(inp, dinp, "matmul dinp", device());
   checks::same_shape(weight, dweight, "matmul dweight", device());
@@ -244,12 +246,12 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
     // dinp[n, k] = dout[n, m] weight[m, k]
     linear_backward<T>({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data,
                         .ldc = k, .dtype = cuda_type<T>()},
-                       dout, inp, n, k, m, dweight, dbias);
+                       dout, inp, n, k, m, dweight, dbias, write);
   });
 }
 
 void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
-                                       Tensor& dpre, Tensor& dweight, Tensor& dbias) {
+                                       Tensor& dpre, Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
   checks::same_shape(inp, pre, "matmul_gelu_backward pre", device());
   checks::same_shape(inp, dpre, "matmul_gelu_backward dpre", device());
@@ -259,32 +261,33 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
     const cuda::GemmArgs dgelu_gemm{.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m,
                                     .c = dpre.data, .ldc = k, .dtype = cuda_type<T>(), .dgelu_aux = pre.data};
     if (!gemm_->can_run(dgelu_gemm)) return false;
-    linear_backward<T>(dgelu_gemm, dout, inp, n, k, m, dweight, dbias);
+    linear_backward<T>(dgelu_gemm, dout, inp, n, k, m, dweight, dbias, write);
     return true;
   });
   ++(fused ? epilogue_use_.gelu_backward_epilogue : epilogue_use_.gelu_backward_kernel);
-  if (!fused) Backend::matmul_gelu_backward(dout, inp, weight, pre, dpre, dweight, dbias);
+  if (!fused) Backend::matmul_gelu_backward(dout, inp, weight, pre, dpre, dweight, dbias, write);
 }
 
 template <typename T>
 void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp,
-                                  int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias) {
-  // dweight[m, k] += dout[n, m]^T inp[n, k]
+                                  int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias,
+                                  GradWrite write) {
+  // dweight[m, k] += dout[n, m]^T inp[n, k] (= when overwriting: beta 0, the old values never read)
   const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data,
                                     .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
-                                    .accumulate = true};
+                                    .accumulate = write == GradWrite::add};
   const bool by_epilogue = !dbias.empty() && epilogues_.bias_gradient;
   const bool concurrent = weight_gradients_ == WeightGradients::concurrent && !by_epilogue &&
                           gemm_->chosen(input_gradient) && gemm_->chosen(dweight_gemm);
   if (!concurrent) {
-    if (!dbias.empty() && !by_epilogue) reduce_bias<T>(dout, n, m, dbias);
+    if (!dbias.empty() && !by_epilogue) reduce_bias<T>(dout, n, m, dbias, write);
     gemm_->run(input_gradient, stream_);
-    return by_epilogue ? weight_gradient_with_bias_epilogue<T>(dweight_gemm, dout, n, m, dbias)
+    return by_epilogue ? weight_gradient_with_bias_epilogue<T>(dweight_gemm, dout, n, m, dbias, write)
                        : gemm_->run(dweight_gemm, stream_);
   }
   // Both start after the work issued so far; the work issued after waits for both.
   ZB_CUDA_CHECK(cudaEventRecord(fork_, stream_));
-  if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias);
+  if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias, write);
   ZB_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_));
   gemm_->run(dweight_gemm, side_stream_);
   gemm_->run(input_gradient, stream_);
@@ -296,28 +299,34 @@ void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Te
 // or the DGELU GEMM) and much of it is still in L2; after the two GEMMs that read it with their weights it
 // would come from memory.
 template <typename T>
-void CudaBackend::reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias) {
+void CudaBackend::reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias, GradWrite write) {
   ++epilogue_use_.bias_gradient_kernel;
-  cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, scratch(cuda::column_reduce_scratch(n, m)), stream_);
+  cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, write == GradWrite::add,
+                         scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
 template <typename T>
 void CudaBackend::weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout,
-                                                     int64_t n, int64_t m, Tensor& dbias) {
+                                                     int64_t n, int64_t m, Tensor& dbias, GradWrite write) {
   // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
   cuda::GemmArgs with_bias_grad = dweight_gemm;
   with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
+  // The sums into dbias: added, or converted over what it held.
+  auto store = [&]<typename S>(const S* sums) {
+    if (write == GradWrite::add) return cuda::add_into<S, T>(sums, dbias.as<T>(), m, stream_);
+    cuda::convert<S, T>(sums, dbias.as<T>(), m, stream_);
+  };
   if (gemm_->try_run(with_bias_grad, stream_)) {
     ++epilogue_use_.bias_gradient_fp32;
-    return cuda::add_into<float, T>(static_cast<const float*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+    return store(static_cast<const float*>(with_bias_grad.bias_grad));
   }
   with_bias_grad.bias_grad_dtype = cuda_type<T>();
   if (gemm_->try_run(with_bias_grad, stream_)) {
     ++epilogue_use_.bias_gradient_in_type;
-    return cuda::add_into<T, T>(static_cast<const T*>(with_bias_grad.bias_grad), dbias.as<T>(), m, stream_);
+    return store(static_cast<const T*>(with_bias_grad.bias_grad));
   }
   gemm_->run(dweight_gemm, stream_);
-  reduce_bias<T>(dout, n, m, dbias);
+  reduce_bias<T>(dout, n, m, dbias, write);
 }
 
 std::string CudaBackend::kernel_choices() const {

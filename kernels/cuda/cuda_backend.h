@@ -73,27 +73,29 @@ class CudaBackend final : public Backend {
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
 
   void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
-  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
+                          GradWrite write = GradWrite::add) override;
 
   void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, Tensor& mean,
                          Tensor& rstd) override;
   void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) override;
+                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
+                          GradWrite write = GradWrite::add) override;
   void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
   void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
                                   const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) override;
   void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight, float eps,
                                 Tensor& out, Tensor& rstd) override;
   void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                        Tensor& dweight) override;
+                        Tensor& dweight, GradWrite write = GradWrite::add) override;
 
   void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
   void matmul_gelu_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& pre,
                            Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
-                       Tensor& dbias) override;
+                       Tensor& dbias, GradWrite write = GradWrite::add) override;
   void matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
-                            Tensor& dpre, Tensor& dweight, Tensor& dbias) override;
+                            Tensor& dpre, Tensor& dweight, Tensor& dbias, GradWrite write = GradWrite::add) override;
 
   void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -126,15 +128,15 @@ class CudaBackend final : public Backend {
   // a candidate wants the GPU to itself).
   template <typename T>
   void linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp, int64_t n,
-                       int64_t k, int64_t m, Tensor& dweight, Tensor& dbias);
-  // dbias += dout [n, m]'s column sums by the column reduction.
+                       int64_t k, int64_t m, Tensor& dweight, Tensor& dbias, GradWrite write);
+  // dbias += (or =) dout [n, m]'s column sums by the column reduction.
   template <typename T>
-  void reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias);
-  // The weight-gradient GEMM with cuBLASLt's BGRADB epilogue adding dout's column sums into dbias; where
-  // cuBLASLt has none for the types, the plain GEMM and reduce_bias.
+  void reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias, GradWrite write);
+  // The weight-gradient GEMM with cuBLASLt's BGRADB epilogue adding dout's column sums into dbias (or writing
+  // them); where cuBLASLt has none for the types, the plain GEMM and reduce_bias.
   template <typename T>
   void weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout, int64_t n,
-                                          int64_t m, Tensor& dbias);
+                                          int64_t m, Tensor& dbias, GradWrite write);
   // cuDNN's attention when it is chosen and the data is bf16 (created on first use), else nullptr; defined only
   // in builds with cuDNN (CMake says at configure time when there is none).
   cuda::CudnnAttention* cudnn_attention(const Tensor& qkv);

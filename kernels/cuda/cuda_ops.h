@@ -38,7 +38,8 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T*
                        int64_t n, int64_t c, cudaStream_t stream);
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream);
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                        cudaStream_t stream);
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
                      cudaStream_t stream);
@@ -51,10 +52,11 @@ void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weig
                               int64_t n, int64_t c, cudaStream_t stream);
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, Scratch scratch, cudaStream_t stream);
-// dbias[j] += sum over rows of dout[row, j].
+                      int64_t c, bool accumulate, Scratch scratch, cudaStream_t stream);
+// dbias[j] += sum over rows of dout[row, j] (= when not accumulating).
 template <typename T>
-void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream);
+void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                   cudaStream_t stream);
 
 template <typename T>
 void attention_forward(const T* qkv, const AttentionShape& shape, T* out, float* lse, cudaStream_t stream);

@@ -223,7 +223,8 @@ constexpr size_t kFusedNormShared = 112 * 1024;
 // The fused backward where its warps' slices fit (fewer warps per block for wide rows); false elsewhere.
 template <typename T, bool kLayerNorm>
 bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                         T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
+                         T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                         cudaStream_t stream) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1;
   int warps = kWarpsPerBlock;
   while (warps > 1 && size_t(warps) * kOutputs * c * sizeof(float) > kFusedNormShared) warps /= 2;
@@ -236,7 +237,7 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
                                                                 partials);
   ZB_CUDA_CHECK_LAUNCH();
-  column_finish(partials, chunks, c, dweight, dbias, stream);
+  column_finish(partials, chunks, c, dweight, dbias, accumulate, stream);
   return true;
 }
 
@@ -281,11 +282,12 @@ struct BiasTerms {
 
 template <typename T, bool kLayerNorm>
 void norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                   T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
+                   T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                   cudaStream_t stream) {
   // 8-column vectors when every row of every operand starts 16-byte aligned.
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, dout, x, weight, dx);
-  if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, scratch,
-                                                  stream)) {
+  if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate,
+                                                  scratch, stream)) {
     return;
   }
   const unsigned blocks = blocks_for(n, kWarpsPerBlock);
@@ -297,7 +299,8 @@ void norm_backward(const T* dout, const T* x, const T* weight, const float* mean
         <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
   }
   ZB_CUDA_CHECK_LAUNCH();
-  column_reduce(n, c, vec8, NormParameterTerms<T, kLayerNorm>{dout, x, mean, rstd, c}, dweight, dbias, scratch, stream);
+  column_reduce(n, c, vec8, NormParameterTerms<T, kLayerNorm>{dout, x, mean, rstd, c}, dweight, dbias, accumulate,
+                scratch, stream);
 }
 
 }  // namespace
@@ -324,8 +327,9 @@ void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weig
 
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, true>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, scratch, stream);
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                        cudaStream_t stream) {
+  norm_backward<T, true>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, scratch, stream);
 }
 
 template <typename T>
@@ -336,29 +340,31 @@ void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd
 
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, scratch, stream);
+                      int64_t c, bool accumulate, Scratch scratch, cudaStream_t stream) {
+  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, scratch, stream);
 }
 
 template <typename T>
-void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, Scratch scratch, cudaStream_t stream) {
+void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                   cudaStream_t stream) {
   const bool aligned = c % 8 == 0 && vectorizable<T>(8, dout);
-  column_reduce<T>(n, c, aligned, BiasTerms<T>{dout, c}, dbias, static_cast<T*>(nullptr), scratch, stream);
+  column_reduce<T>(n, c, aligned, BiasTerms<T>{dout, c}, dbias, static_cast<T*>(nullptr), accumulate, scratch,
+                   stream);
 }
 
 #define ZB_INSTANTIATE(T)                                                                                          \
   template void layernorm_forward<T>(const T*, const T*, const T*, float, T*, float*, float*, int64_t, int64_t,    \
                                      cudaStream_t);                                                               \
   template void layernorm_backward<T>(const T*, const T*, const T*, const float*, const float*, T*, T*, T*,         \
-                                      int64_t, int64_t, Scratch, cudaStream_t);                                   \
+                                      int64_t, int64_t, bool, Scratch, cudaStream_t);                             \
   template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, cudaStream_t);         \
   template void residual_layernorm_forward<T>(const T*, const T*, T*, const T*, const T*, float, T*, float*, float*, \
                                               int64_t, int64_t, cudaStream_t);                                     \
   template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, T*, float*, int64_t, int64_t,   \
                                             cudaStream_t);                                                         \
-  template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, Scratch,  \
-                                    cudaStream_t);                                                                \
-  template void bias_backward<T>(const T*, T*, int64_t, int64_t, Scratch, cudaStream_t);
+  template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, bool,     \
+                                    Scratch, cudaStream_t);                                                       \
+  template void bias_backward<T>(const T*, T*, int64_t, int64_t, bool, Scratch, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
 

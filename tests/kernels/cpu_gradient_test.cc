@@ -151,6 +151,50 @@ TEST_P(CpuMatmulGradient, AllThreeGradients) {
 
 INSTANTIATE_TEST_SUITE_P(BiasOrNot, CpuMatmulGradient, ::testing::Bool());
 
+// GradWrite::overwrite: the parameter gradients are what add mode adds to zeros, whatever they held before
+// (NaN here, which any read would carry into the result); the input gradient dx of the norms is still added to.
+TEST_F(CpuGradient, OverwrittenParameterGradientsIgnoreWhatTheyHeld) {
+  const int64_t n = 6, c = 10, v = 5, m = 4;
+  auto x = rnd.normal(n * c, 1.5, 0.3), w = rnd.normal(c, 0.5, 1.0), dout = rnd.normal(n * c);
+  auto wm = rnd.normal(m * c), dout_m = rnd.normal(n * m);
+  auto ids = rnd.ids(n, int32_t(v));
+  std::vector<double> mean(n), rstd(n), out(n * c);
+  Tensor o = view(out, {n, c}), mt = view(mean, {n}), st = view(rstd, {n});
+  backend.layernorm_forward(view(x, {n, c}), view(w, {c}), view(w, {c}), 1e-5f, o, mt, st);
+  const auto nans = [](size_t size) { return std::vector<double>(size, kNaN); };
+  // Each op once adding to zeros and once overwriting NaN; dx starts from the same values both times.
+  const std::vector<double> dx0 = rnd.normal(n * c);
+  for (const bool layernorm : {true, false}) {
+    std::vector<double> dx_add = dx0, dw_add(c, 0.0), db_add(c, 0.0), dx_over = dx0, dw_over = nans(c),
+                        db_over = nans(c);
+    Tensor a = view(dx_add, {n, c}), aw = view(dw_add, {c}), ab = view(db_add, {c});
+    Tensor b = view(dx_over, {n, c}), bw = view(dw_over, {c}), bb = view(db_over, {c});
+    if (layernorm) {
+      backend.layernorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), mt, st, a, aw, ab);
+      backend.layernorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), mt, st, b, bw, bb,
+                                 GradWrite::overwrite);
+      EXPECT_EQ(db_over, db_add) << "layernorm dbias";
+    } else {
+      backend.rmsnorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), st, a, aw);
+      backend.rmsnorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), st, b, bw, GradWrite::overwrite);
+    }
+    EXPECT_EQ(dx_over, dx_add) << (layernorm ? "layernorm" : "rmsnorm") << " dx";
+    EXPECT_EQ(dw_over, dw_add) << (layernorm ? "layernorm" : "rmsnorm") << " dweight";
+  }
+  std::vector<double> dinp(n * c), dwm_add(m * c, 0.0), dbm_add(m, 0.0), dwm_over = nans(m * c), dbm_over = nans(m);
+  Tensor di = view(dinp, {n, c}), aw = view(dwm_add, {m, c}), ab = view(dbm_add, {m});
+  Tensor bw = view(dwm_over, {m, c}), bb = view(dbm_over, {m});
+  backend.matmul_backward(view(dout_m, {n, m}), view(x, {n, c}), view(wm, {m, c}), di, aw, ab);
+  backend.matmul_backward(view(dout_m, {n, m}), view(x, {n, c}), view(wm, {m, c}), di, bw, bb, GradWrite::overwrite);
+  EXPECT_EQ(dwm_over, dwm_add) << "matmul dweight";
+  EXPECT_EQ(dbm_over, dbm_add) << "matmul dbias";
+  std::vector<double> dtable_add(v * c, 0.0), dtable_over = nans(v * c);
+  Tensor ta = view(dtable_add, {v, c}), tb = view(dtable_over, {v, c});
+  backend.embedding_backward(view(ids), view(dout, {n, c}), ta);
+  backend.embedding_backward(view(ids), view(dout, {n, c}), tb, GradWrite::overwrite);
+  EXPECT_EQ(dtable_over, dtable_add) << "embedding dtable, rows no id selects included";
+}
+
 class CpuAttentionGradient : public CpuGradient, public ::testing::WithParamInterface<int64_t> {};
 
 TEST_P(CpuAttentionGradient, QueryKeyValue) {

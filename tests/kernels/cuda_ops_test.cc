@@ -1,6 +1,8 @@
 // Every CUDA op against the CPU reference, on fresh random inputs, in fp32 (relative error at most 1e-5) and
 // bf16 (at most 2e-2). Outputs start as NaN, so an element the kernel does not write fails the comparison;
-// outputs that the contract says are added to start from the same random values on both sides. The CPU side
+// outputs that the contract says are added to start from the same random values on both sides. Parameter
+// gradients run both ways: added to random values, and overwritten (GradWrite::overwrite) over NaN, which
+// any read of the old values would carry into the result. The CPU side
 // receives the inputs exactly as the GPU holds them (rounded to bf16 in bf16 runs). Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -31,8 +33,12 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
   }
   Tensor up(const std::vector<float>& host, Shape shape) { return upload(host, shape, dt()); }
   // One shape of the op against the CPU (the TEST_Ps below list the shapes).
-  void layernorm_case(int64_t n, int64_t c);
-  void rmsnorm_case(int64_t n, int64_t c);
+  void layernorm_case(int64_t n, int64_t c, GradWrite write);
+  void rmsnorm_case(int64_t n, int64_t c, GradWrite write);
+  // A parameter gradient's starting value on the GPU: the host values to add to, or NaN to overwrite.
+  Tensor grad_start(const std::vector<float>& host, Shape shape, GradWrite write) {
+    return write == GradWrite::add ? up(host, shape) : poisoned(shape, dt());
+  }
   void cross_entropy_case(int64_t n, int64_t padded, int64_t vocab);
   void expect_close(const Tensor& gpu_result, const std::vector<float>& reference, const char* what) {
     EXPECT_LE(relative_error(download(gpu_result), reference), tolerance(gpu_result.dtype)) << what;
@@ -49,16 +55,21 @@ TEST_P(CudaOps, EmbeddingForwardAndBackward) {
   std::vector<float> ref(n * c), ref_acc = base, ref_dtable = dtable;
   cpu.embedding_forward(view(ids), view(table, {v, c}), out(view(ref, {n, c})), false);
   cpu.embedding_forward(view(ids), view(table, {v, c}), out(view(ref_acc, {n, c})), true);
+  std::vector<float> ref_written = dtable;
   cpu.embedding_backward(view(ids), view(dout, {n, c}), out(view(ref_dtable, {v, c})));
+  cpu.embedding_backward(view(ids), view(dout, {n, c}), out(view(ref_written, {v, c})), GradWrite::overwrite);
 
   const Tensor g_ids = upload_ids(ids), g_table = up(table, {v, c});
   Tensor g_out = poisoned({n, c}, dt()), g_acc = up(base, {n, c}), g_dtable = up(dtable, {v, c});
+  Tensor g_written = poisoned({v, c}, dt());
   gpu->embedding_forward(g_ids, g_table, g_out, false);
   gpu->embedding_forward(g_ids, g_table, g_acc, true);
   gpu->embedding_backward(g_ids, up(dout, {n, c}), g_dtable);
+  gpu->embedding_backward(g_ids, up(dout, {n, c}), g_written, GradWrite::overwrite);
   expect_close(g_out, ref, "embedding");
   expect_close(g_acc, ref_acc, "embedding, accumulating");
   expect_close(g_dtable, ref_dtable, "embedding table gradient");
+  expect_close(g_written, ref_written, "embedding table gradient, overwritten");
 }
 
 // Widths that take each backward path: the fused one with 8 warps a block (200, and the models' 768, 1280 and
@@ -69,24 +80,26 @@ TEST_P(CudaOps, LayerNormForwardAndBackward) {
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600}, {40, 3000},
                              {33, 201}, {5, 14400}}) {
     SCOPED_TRACE(cat(n, " x ", c));
-    layernorm_case(n, c);
+    layernorm_case(n, c, GradWrite::add);
+    layernorm_case(n, c, GradWrite::overwrite);
   }
 }
 
-void CudaOps::layernorm_case(int64_t n, int64_t c) {
+void CudaOps::layernorm_case(int64_t n, int64_t c, GradWrite write) {
+  SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
   auto x = normal(n * c, 2.0, 0.5), w = normal(c, 0.3, 1.0), b = normal(c), dout = normal(n * c);
   auto dx = normal(n * c), dw = normal(c), db = normal(c);
   std::vector<float> y(n * c), mean(n), rstd(n), rdx = dx, rdw = dw, rdb = db;
   cpu.layernorm_forward(view(x, {n, c}), view(w, {c}), view(b, {c}), 1e-5f, out(view(y, {n, c})),
                         out(view(mean, {n})), out(view(rstd, {n})));
   cpu.layernorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(mean, {n}), view(rstd, {n}),
-                         out(view(rdx, {n, c})), out(view(rdw, {c})), out(view(rdb, {c})));
+                         out(view(rdx, {n, c})), out(view(rdw, {c})), out(view(rdb, {c})), write);
 
   const Tensor gx = up(x, {n, c}), gw = up(w, {c});
   Tensor gy = poisoned({n, c}, dt()), gmean = poisoned({n}, DType::f32), grstd = poisoned({n}, DType::f32);
   gpu->layernorm_forward(gx, gw, up(b, {c}), 1e-5f, gy, gmean, grstd);
-  Tensor gdx = up(dx, {n, c}), gdw = up(dw, {c}), gdb = up(db, {c});
-  gpu->layernorm_backward(up(dout, {n, c}), gx, gw, gmean, grstd, gdx, gdw, gdb);
+  Tensor gdx = up(dx, {n, c}), gdw = grad_start(dw, {c}, write), gdb = grad_start(db, {c}, write);
+  gpu->layernorm_backward(up(dout, {n, c}), gx, gw, gmean, grstd, gdx, gdw, gdb, write);
   expect_close(gy, y, "layernorm output");
   EXPECT_LE(relative_error(download(gmean), mean), 1e-5);
   EXPECT_LE(relative_error(download(grstd), rstd), 1e-5);
@@ -125,21 +138,23 @@ TEST_P(CudaOps, RmsNormForwardAndBackward) {
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {37, 1000}, {34, 2048}, {20, 8200}, {9, 60},
                              {3, 29000}}) {
     SCOPED_TRACE(cat(n, " x ", c));
-    rmsnorm_case(n, c);
+    rmsnorm_case(n, c, GradWrite::add);
+    rmsnorm_case(n, c, GradWrite::overwrite);
   }
 }
 
-void CudaOps::rmsnorm_case(int64_t n, int64_t c) {
+void CudaOps::rmsnorm_case(int64_t n, int64_t c, GradWrite write) {
+  SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
   auto x = normal(n * c, 1.5), w = normal(c, 0.3, 1.0), dout = normal(n * c), dx = normal(n * c), dw = normal(c);
   std::vector<float> y(n * c), rstd(n), rdx = dx, rdw = dw;
   cpu.rmsnorm_forward(view(x, {n, c}), view(w, {c}), 1e-6f, out(view(y, {n, c})), out(view(rstd, {n})));
   cpu.rmsnorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(rstd, {n}), out(view(rdx, {n, c})),
-                       out(view(rdw, {c})));
+                       out(view(rdw, {c})), write);
   const Tensor gx = up(x, {n, c}), gw = up(w, {c});
   Tensor gy = poisoned({n, c}, dt()), grstd = poisoned({n}, DType::f32);
   gpu->rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
-  Tensor gdx = up(dx, {n, c}), gdw = up(dw, {c});
-  gpu->rmsnorm_backward(up(dout, {n, c}), gx, gw, grstd, gdx, gdw);
+  Tensor gdx = up(dx, {n, c}), gdw = grad_start(dw, {c}, write);
+  gpu->rmsnorm_backward(up(dout, {n, c}), gx, gw, grstd, gdx, gdw, write);
   expect_close(gy, y, "rmsnorm output");
   expect_close(gdx, rdx, "rmsnorm dx");
   expect_close(gdw, rdw, "rmsnorm dweight");
@@ -167,15 +182,18 @@ class CudaMatmul : public CudaOps {
                                           << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic")
                                           << (where == WeightGradients::concurrent ? ", two streams" : ", one"));
           gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
-          run_once(mc);
-          run_gelu_backward(mc);
+          for (const GradWrite write : {GradWrite::add, GradWrite::overwrite}) {
+            SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
+            run_once(mc, write);
+            run_gelu_backward(mc, write);
+          }
         }
       }
     }
     gpu->set_weight_gradients(WeightGradients::concurrent);
   }
 
-  void run_once(const MatmulCase& mc) {
+  void run_once(const MatmulCase& mc, GradWrite write) {
     const auto [n, k, m, with_bias] = mc;
     auto x = normal(n * k), w = normal(m * k, 0.2), b = normal(m), dout = normal(n * m);
     auto dw = normal(m * k), db = normal(m);
@@ -185,37 +203,39 @@ class CudaMatmul : public CudaOps {
     cpu.matmul_gelu_forward(view(x, {n, k}), view(w, {m, k}), with_bias ? view(b, {m}) : no_bias,
                             out(view(pre, {n, m})), out(view(act, {n, m})));
     cpu.matmul_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), out(view(dx, {n, k})),
-                        out(view(rdw, {m, k})), with_bias ? out(view(rdb, {m})) : out(Tensor{}));
+                        out(view(rdw, {m, k})), with_bias ? out(view(rdb, {m})) : out(Tensor{}), write);
     const Tensor gx = up(x, {n, k}), gw = up(w, {m, k});
-    Tensor gy = poisoned({n, m}, dt()), gdx = poisoned({n, k}, dt()), gdw = up(dw, {m, k}), gdb = up(db, {m});
+    Tensor gy = poisoned({n, m}, dt()), gdx = poisoned({n, k}, dt()), gdw = grad_start(dw, {m, k}, write);
+    Tensor gdb = grad_start(db, {m}, write);
     Tensor gpre = poisoned({n, m}, dt()), gact = poisoned({n, m}, dt());
     gpu->matmul_forward(gx, gw, with_bias ? up(b, {m}) : no_bias, gy);
     gpu->matmul_gelu_forward(gx, gw, with_bias ? up(b, {m}) : no_bias, gpre, gact);
     Tensor no_grad;
-    gpu->matmul_backward(up(dout, {n, m}), gx, gw, gdx, gdw, with_bias ? gdb : no_grad);
+    gpu->matmul_backward(up(dout, {n, m}), gx, gw, gdx, gdw, with_bias ? gdb : no_grad, write);
     expect_close(gy, y, "matmul output");
     expect_close(gpre, pre, "matmul_gelu pre-activation");
     expect_close(gact, act, "matmul_gelu output (tanh GELU)");
     expect_close(gdx, dx, "matmul dinp");
     expect_close(gdw, rdw, "matmul dweight");
-    expect_close(gdb, rdb, "matmul dbias");
+    if (with_bias || write == GradWrite::add) expect_close(gdb, rdb, "matmul dbias");  // else left alone: NaN
   }
 
   // The backward of a linear layer fed by GELU(pre) (the MLP's output projection): dpre, dweight, dbias.
-  void run_gelu_backward(const MatmulCase& mc) {
+  void run_gelu_backward(const MatmulCase& mc, GradWrite write) {
     const auto [n, k, m, with_bias] = mc;
     auto x = normal(n * k), pre = normal(n * k, 1.5), w = normal(m * k, 0.2), dout = normal(n * m);
     auto dw = normal(m * k), db = normal(m);
     std::vector<float> dpre(n * k), rdw = dw, rdb = db;
     cpu.matmul_gelu_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), view(pre, {n, k}),
                              out(view(dpre, {n, k})), out(view(rdw, {m, k})),
-                             with_bias ? out(view(rdb, {m})) : out(Tensor{}));
-    Tensor gdpre = poisoned({n, k}, dt()), gdw = up(dw, {m, k}), gdb = up(db, {m}), no_grad;
+                             with_bias ? out(view(rdb, {m})) : out(Tensor{}), write);
+    Tensor gdpre = poisoned({n, k}, dt()), gdw = grad_start(dw, {m, k}, write), gdb = grad_start(db, {m}, write);
+    Tensor no_grad;
     gpu->matmul_gelu_backward(up(dout, {n, m}), up(x, {n, k}), up(w, {m, k}), up(pre, {n, k}), gdpre, gdw,
-                              with_bias ? gdb : no_grad);
+                              with_bias ? gdb : no_grad, write);
     expect_close(gdpre, dpre, "matmul_gelu_backward dpre");
     expect_close(gdw, rdw, "matmul_gelu_backward dweight");
-    expect_close(gdb, rdb, "matmul_gelu_backward dbias");
+    if (with_bias || write == GradWrite::add) expect_close(gdb, rdb, "matmul_gelu_backward dbias");
   }
 };
 

@@ -1,7 +1,11 @@
 // The flat per-unit layout and its seeded, slice-independent initialisation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "core/errors.h"
 
 #include "models/model_registry.h"
 #include "models/parameter_layout.h"
@@ -30,6 +34,29 @@ TEST(ParameterLayout, TensorsAreAlignedDisjointAndCoverTheParameterCount) {
     }
     EXPECT_EQ(counted, parameter_count(config)) << name;
   }
+}
+
+// The ranges no tensor covers are exactly the complement of the tensors in the buffer: gpt2-xl's 1600-wide
+// vectors leave 64-element gaps before the next 128-aligned tensor, and a padded buffer adds its tail.
+TEST(ParameterLayout, UncoveredRangesAreTheGapsAndTheTail) {
+  for (const std::string name : {"gpt2", "gpt2-xl", "meta-llama/Llama-3.2-1B", "llama-tiny"}) {
+    const ParameterLayout layout(resolve_model(name));
+    for (const ParameterUnit& unit : layout.units()) {
+      const int64_t length = unit.numel + 37;  // as a buffer padded to a multiple of the ranks would be
+      std::vector<int> covered(size_t(length), 0);
+      for (const ParameterTensor& t : unit.tensors)
+        for (int64_t i = t.offset; i < t.offset + t.numel(); ++i) ++covered[size_t(i)];
+      for (const auto& [begin, end] : unit.uncovered_ranges(length)) {
+        ASSERT_LT(begin, end) << name << " " << unit.name;
+        for (int64_t i = begin; i < end; ++i) ++covered[size_t(i)];
+      }
+      EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), length)
+          << name << " " << unit.name << ": every element once, by a tensor or by an uncovered range";
+    }
+    const ParameterUnit& block = layout.unit(layout.block_unit(0));
+    if (name != "llama-tiny") EXPECT_EQ(block.uncovered_ranges(block.numel).empty(), name != "gpt2-xl") << name;
+  }
+  EXPECT_THROW(ParameterLayout(resolve_model("gpt2")).unit(0).uncovered_ranges(10), Error);
 }
 
 TEST(ParameterLayout, AnySliceInitialisesAsTheWholeBufferWould) {
