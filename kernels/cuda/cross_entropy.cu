@@ -1,13 +1,16 @@
 // The fused classifier: softmax, per-token loss and the logit gradient in two passes over each row of
-// logits, one block per row. Pass 1 finds the row's max and sum of exponentials; pass 2 writes the gradient
-// over the logits. Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
-// Where a row fits in shared memory (GPT-2's 50,304 bf16 logits: 98 KiB, two blocks an SM) pass 1 keeps it
-// there and pass 2 reads it back from there: each logit crosses the memory bus once, in, and its gradient
-// once, out. Wider rows (Llama 3's 128,256) read the row twice from memory, the second time partly from L2.
+// logits. Pass 1 finds the row's max and sum of exponentials; pass 2 writes the gradient over the logits.
+// Probabilities are never stored, so no [tokens, vocab] fp32 buffer exists.
+// Where two rows fit in a block's shared memory (GPT-2's 50,304 bf16 logits: 98 KiB each) a persistent block
+// an SM stages each row there, the next one arriving while this one is reduced: each logit crosses the memory
+// bus once, in, and its gradient once, out. Wider rows (Llama 3's 128,256) take one block a row and read it
+// twice from memory, the second time partly from L2.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma_tiles.cuh"
 
 namespace zb::cuda {
 
@@ -140,68 +143,93 @@ __device__ __forceinline__ float vector_max(const Vec16<T>& v, int valid) {
   return m;
 }
 
-// The row staged in shared memory: 16-byte vectors, padded_vocab % kVec == 0. Each thread reads back only the
-// vectors it stored, so pass 2 needs no barrier beyond the reduction's. Pass 1 takes the thread's maximum
-// first, then its sum of exponentials: one exponential per logit, no rescaling. The kernel is bound by
-// instructions as much as by memory (ncu: 83% of the SM's issue rate with per-element index checks), so
-// whole vectors skip the checks: only the vector that straddles `vocab`, the padding after it and the
+// Rows staged in shared memory, two at a time: 16-byte vectors, padded_vocab % kVec == 0. One persistent
+// block an SM walks rows blockIdx.x, blockIdx.x + gridDim.x, ...; while it reduces one row and writes its
+// gradient, cp.async brings the next into the other buffer, so the SM's reads from memory do not wait for its
+// arithmetic. (The kernel before, one row a block and two blocks an SM, reached 3.1 TB/s: ncu found both of an
+// SM's blocks often past their loads at once, reducing and writing while nothing was read.)
+// Each thread stages, and reads back, its own vectors, so only the loss's read of the target logit needs the
+// barrier, which the reduction provides. Pass 1 takes the thread's maximum, then its sum of exponentials: one
+// exponential per logit, no rescaling. Whole vectors skip the per-element checks (the kernel is bound by
+// instructions as much as by memory): only the vector that straddles `vocab`, the padding after it and the
 // target's vector take the element-wise path.
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 2)
-    cross_entropy_shared_row_kernel(const T* logits, const int32_t* targets, int64_t padded_vocab, int64_t vocab,
-                                    float* losses, T* dlogits, float grad_scale) {
+__global__ void __launch_bounds__(kThreads, 1)
+    cross_entropy_staged_rows_kernel(const T* logits, const int32_t* targets, int64_t rows, int64_t padded_vocab,
+                                     int64_t vocab, float* losses, T* dlogits, float grad_scale) {
   constexpr int kVec = Vec16<T>::kSize;
-  extern __shared__ float4 shared_row[];
-  Vec16<T>* const row = reinterpret_cast<Vec16<T>*>(shared_row);
-  const int64_t r = blockIdx.x;
-  const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab);
+  extern __shared__ float4 shared_rows[];
   const int vectors = int(padded_vocab / kVec), whole = int(vocab / kVec), in_vocab = int(vocab);
+  Vec16<T>* const buffers = reinterpret_cast<Vec16<T>*>(shared_rows);
   // Values of vector i inside the vocabulary: kVec, fewer for the straddling one, none after it.
   auto valid = [&](int i) { return i < whole ? kVec : max(0, in_vocab - i * kVec); };
-  float m = -FLT_MAX;
+  auto stage = [&](int64_t r, Vec16<T>* buffer) {
+    const Vec16<T>* const x = reinterpret_cast<const Vec16<T>*>(logits + r * padded_vocab);
+    for (int i = threadIdx.x; i < vectors; i += kThreads) mma::cp_async_16(buffer + i, x + i, true);
+  };
+  int64_t r = blockIdx.x;
+  stage(r, buffers);  // the grid has at most one block per row
+  mma::cp_async_commit();
+  for (int parity = 0; r < rows; r += gridDim.x, parity ^= 1) {
+    Vec16<T>* const row = buffers + parity * vectors;
+    // Every thread is done with the other buffer (the previous row's gradient) and the reduction's scratch.
+    __syncthreads();
+    if (r + gridDim.x < rows) stage(r + gridDim.x, buffers + (parity ^ 1) * vectors);
+    mma::cp_async_commit();  // (an empty group after the last row keeps the count below right)
+    mma::cp_async_wait<1>();  // this thread's copies of row r have landed
+    float m = -FLT_MAX;
 #pragma unroll 4
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const Vec16<T> v = x[i];
-    row[i] = v;
-    m = fmaxf(m, vector_max(v, valid(i)));
-  }
-  float s = 0.0f;
-  const ShiftedExp<T> from_max(m);
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const Vec16<T> v = row[i];
-    const int n_valid = valid(i);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      if (k < n_valid) s += from_max(to_float(v.v[k]));
-  }
-  const MaxSum<T> total = block_max_sum(MaxSum<T>{m, s});
-  const float lse = total.m + logf(total.s);
-  const int32_t target = targets[r];
-  const int target_vector = target / kVec, target_lane = target % kVec;
-  if (threadIdx.x == 0) losses[r] = lse - to_float(row[target_vector].v[target_lane]);
-  if (!dlogits) return;
-  const ShiftedExp<T> probability(lse);
-  Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab);
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const Vec16<T> v = row[i];
-    const int n_valid = valid(i);
-    float g[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) g[k] = k < n_valid ? probability(to_float(v.v[k])) : 0.0f;
-    if (i == target_vector) {
+    for (int i = threadIdx.x; i < vectors; i += kThreads) m = fmaxf(m, vector_max(row[i], valid(i)));
+    float s = 0.0f;
+    const ShiftedExp<T> from_max(m);
+    for (int i = threadIdx.x; i < vectors; i += kThreads) {
+      const Vec16<T> v = row[i];
+      const int n_valid = valid(i);
 #pragma unroll
       for (int k = 0; k < kVec; ++k)
-        if (k == target_lane) g[k] -= 1.0f;
+        if (k < n_valid) s += from_max(to_float(v.v[k]));
     }
-    Vec16<T> out;
+    const MaxSum<T> total = block_max_sum(MaxSum<T>{m, s});  // its barrier makes the whole row visible
+    const float lse = total.m + logf(total.s);
+    const int32_t target = targets[r];
+    const int target_vector = target / kVec, target_lane = target % kVec;
+    if (threadIdx.x == 0) losses[r] = lse - to_float(row[target_vector].v[target_lane]);
+    if (!dlogits) continue;
+    const ShiftedExp<T> probability(lse);
+    Vec16<T>* const dx = reinterpret_cast<Vec16<T>*>(dlogits + r * padded_vocab);
+    for (int i = threadIdx.x; i < vectors; i += kThreads) {
+      const Vec16<T> v = row[i];
+      const int n_valid = valid(i);
+      float g[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(g[k] * grad_scale);
-    dx[i] = out;
+      for (int k = 0; k < kVec; ++k) g[k] = k < n_valid ? probability(to_float(v.v[k])) : 0.0f;
+      if (i == target_vector) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+          if (k == target_lane) g[k] -= 1.0f;
+      }
+      Vec16<T> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(g[k] * grad_scale);
+      dx[i] = out;
+    }
   }
+  mma::cp_async_wait<0>();  // nothing left in flight when the block exits
 }
 
-// Shared memory a block may take for its row: two blocks fit on an SM of an H100 or H200 (228 KiB).
-constexpr size_t kSharedRowLimit = 112 * 1024;
+// The shared memory a block may take on the current device, and its multiprocessors.
+struct DeviceLimits {
+  size_t shared_per_block = 0;
+  int multiprocessors = 0;
+};
+
+DeviceLimits device_limits() {
+  int device = 0, shared = 0, sms = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return {size_t(shared), sms};
+}
 
 }  // namespace
 
@@ -211,12 +239,16 @@ void cross_entropy(const T* logits, const int32_t* targets, int64_t n, int64_t p
   if (n == 0) return;
   constexpr int kVec = Vec16<T>::kSize;
   const bool vectors = padded_vocab % kVec == 0 && vectorizable<T>(kVec, logits, dlogits ? dlogits : logits);
-  const size_t row_bytes = size_t(padded_vocab) * sizeof(T);
-  if (vectors && row_bytes <= kSharedRowLimit) {
-    auto* kernel = cross_entropy_shared_row_kernel<T>;
-    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSharedRowLimit)));
-    kernel<<<unsigned(n), kThreads, row_bytes, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits,
-                                                         grad_scale);
+  const size_t staged_bytes = 2 * size_t(padded_vocab) * sizeof(T);  // two rows
+  // The reduction's static scratch beside the two rows (GPT-2's 50,304 bf16 logits: 196.5 of 227 KiB).
+  constexpr size_t kStaticShared = 1024;
+  const DeviceLimits limits = vectors ? device_limits() : DeviceLimits{};
+  if (vectors && staged_bytes + kStaticShared <= limits.shared_per_block) {
+    auto* kernel = cross_entropy_staged_rows_kernel<T>;
+    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(staged_bytes)));
+    const unsigned blocks = unsigned(std::min<int64_t>(n, limits.multiprocessors));
+    kernel<<<blocks, kThreads, staged_bytes, stream>>>(logits, targets, n, padded_vocab, vocab, losses, dlogits,
+                                                       grad_scale);
   } else if (vectors) {
     cross_entropy_kernel<T, kVec>
         <<<unsigned(n), kThreads, 0, stream>>>(logits, targets, padded_vocab, vocab, losses, dlogits, grad_scale);

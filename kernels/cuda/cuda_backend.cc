@@ -337,6 +337,13 @@ std::string CudaBackend::kernel_choices() const {
                         "; ours forward ", a.own_forward, ", backward ", a.own_backward,
                         a.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ", a.why_not_cudnn));
   }
+#ifdef ZB_HAVE_CUDNN
+  if (cudnn_attention_ && cudnn_attention_->forward_timing().shapes_timed > 0) {
+    const auto& t = cudnn_attention_->forward_timing();
+    lines.push_back(cat("cuDNN attention forward plans timed for ", t.shapes_timed, " shapes; ", t.shapes_changed,
+                        " took another than the heuristics' first"));
+  }
+#endif
   if (const auto& t = gemm_->timing_summary(); t.shapes_timed > 0) {
     lines.push_back(cat("GEMM algorithms timed for ", t.shapes_timed, " shapes; ", t.shapes_changed,
                         " took another than cuBLASLt's first (",

@@ -2,6 +2,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/strings.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cudnn_graph.h"
+#include "kernels/cuda/gemm_algorithm_timing.h"
 
 namespace zb::cuda {
 
@@ -165,24 +167,31 @@ void build_backward(Graph& g, const Layout& l, cudnnDataType_t index_precision) 
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accumulator, dq);
 }
 
-// The plan of one direction's graph, or nullopt with the reason: cuDNN may refuse an attribute or an
+// How many of the heuristics' forward plans the first run times. The backward keeps the heuristics' first:
+// its alternatives measured 1.7-2.1x slower (H200, head size 64), and timing them would need the fp32 dQ
+// accumulator's state restored between trials.
+constexpr size_t kForwardCandidates = 4;
+
+// Up to `most` plans of one direction's graph, or none with the reason: cuDNN may refuse an attribute or an
 // operation while the graph is assembled (an older version), or offer no engine for the whole.
-std::optional<cudnn::Plan> build(cudnnHandle_t handle, void (*assemble)(Graph&, const Layout&, cudnnDataType_t),
-                                 const Layout& layout, cudnnDataType_t index_precision, std::string* why) {
+std::vector<cudnn::Plan> build(cudnnHandle_t handle, void (*assemble)(Graph&, const Layout&, cudnnDataType_t),
+                               const Layout& layout, cudnnDataType_t index_precision, size_t most,
+                               std::string* why) {
   try {
     Graph g;
     assemble(g, layout, index_precision);
-    return g.build(handle, why);
+    return g.build(handle, why, most);
   } catch (const Error& e) {
     *why = e.what();
-    return std::nullopt;
+    return {};
   }
 }
 
 }  // namespace
 
 struct CudnnAttention::Plans {
-  std::optional<cudnn::Plan> forward, backward;
+  // The forward's candidates until its first run has timed them, then the fastest alone; the backward's one.
+  std::vector<cudnn::Plan> forward, backward;
   std::string forward_why, backward_why;
   float scale = 1.0f, negative_infinity = 0.0f, one = 1.0f;  // the by-value scalars, read at execution
 };
@@ -211,49 +220,75 @@ CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s) {
     // The index generators' precision: fp32 is what current cuDNN front ends declare, int32 what earlier ones
     // did; the first that builds is kept.
     for (const cudnnDataType_t precision : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
-      if (!plans->forward) plans->forward = build(handle_, build_forward, layout, precision, &plans->forward_why);
-      if (!plans->backward) plans->backward = build(handle_, build_backward, layout, precision, &plans->backward_why);
+      if (plans->forward.empty()) {
+        plans->forward = build(handle_, build_forward, layout, precision, kForwardCandidates, &plans->forward_why);
+      }
+      if (plans->backward.empty()) {
+        plans->backward = build(handle_, build_backward, layout, precision, 1, &plans->backward_why);
+      }
     }
   }
-  if (plans->forward) plans->forward_why.clear();
-  if (plans->backward) plans->backward_why.clear();
+  if (!plans->forward.empty()) plans->forward_why.clear();
+  if (!plans->backward.empty()) plans->backward_why.clear();
   return *(plans_[key] = std::move(plans));
 }
 
 std::optional<size_t> CudnnAttention::forward_workspace(const AttentionShape& s) {
   const Plans& plans = plans_for(s);
   why_ = plans.forward_why.empty() ? "" : cat("forward: ", plans.forward_why);
-  if (!plans.forward) return std::nullopt;
-  return size_t(plans.forward->workspace_bytes());
+  if (plans.forward.empty()) return std::nullopt;
+  int64_t most = 0;  // any candidate may be the one that runs
+  for (const cudnn::Plan& p : plans.forward) most = std::max(most, p.workspace_bytes());
+  return size_t(most);
 }
 
 std::optional<size_t> CudnnAttention::backward_workspace(const AttentionShape& s) {
   const Plans& plans = plans_for(s);
   why_ = plans.backward_why.empty() ? "" : cat("backward: ", plans.backward_why);
-  if (!plans.backward) return std::nullopt;
+  if (plans.backward.empty()) return std::nullopt;
   const Layout l(s);
   const size_t grouped = l.grouped() ? 2 * l.per_query_head_bytes() : 0;
-  return l.dq_accumulator_bytes() + l.softmax_sum_bytes() + grouped + size_t(plans.backward->workspace_bytes());
+  return l.dq_accumulator_bytes() + l.softmax_sum_bytes() + grouped + size_t(plans.backward.front().workspace_bytes());
 }
 
 void CudnnAttention::forward(const void* qkv, const AttentionShape& s, void* out, float* lse, void* workspace,
                              cudaStream_t stream) {
   Plans& plans = plans_for(s);
-  ZB_CHECK(plans.forward, "cuDNN attention forward without a plan: ", plans.forward_why);
+  ZB_CHECK(!plans.forward.empty(), "cuDNN attention forward without a plan: ", plans.forward_why);
   const auto* base = static_cast<const __nv_bfloat16*>(qkv);
   const int64_t key_offset = s.q_width(), value_offset = s.q_width() + s.kv_width();
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-  plans.forward->execute(handle_, {kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity},
-                         {const_cast<__nv_bfloat16*>(base), const_cast<__nv_bfloat16*>(base + key_offset),
-                          const_cast<__nv_bfloat16*>(base + value_offset), out, lse, &plans.scale,
-                          &plans.negative_infinity},
-                         workspace);
+  const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
+  const std::vector<void*> pointers{const_cast<__nv_bfloat16*>(base), const_cast<__nv_bfloat16*>(base + key_offset),
+                                    const_cast<__nv_bfloat16*>(base + value_offset), out, lse, &plans.scale,
+                                    &plans.negative_infinity};
+  if (plans.forward.size() > 1) {
+    // The forward only writes out and lse, so each candidate may run on the real operands.
+    const std::vector<float> ms = time_candidates(
+        plans.forward.size(),
+        [&](size_t i) {
+          try {
+            plans.forward[i].execute(handle_, uids, pointers, workspace);
+            return true;
+          } catch (const Error&) {
+            return false;
+          }
+        },
+        stream);
+    const size_t chosen = fastest_candidate(ms);
+    ++forward_timing_.shapes_timed;
+    if (chosen != 0) ++forward_timing_.shapes_changed;
+    cudnn::Plan fastest = std::move(plans.forward[chosen]);
+    plans.forward.clear();
+    plans.forward.push_back(std::move(fastest));
+  }
+  plans.forward.front().execute(handle_, uids, pointers, workspace);
 }
 
 void CudnnAttention::backward(const void* dout, const void* qkv, const void* out, const float* lse,
                               const AttentionShape& s, void* dqkv, void* workspace, cudaStream_t stream) {
   Plans& plans = plans_for(s);
-  ZB_CHECK(plans.backward, "cuDNN attention backward without a plan: ", plans.backward_why);
+  ZB_CHECK(!plans.backward.empty(), "cuDNN attention backward without a plan: ", plans.backward_why);
   const Layout l(s);
   const auto* base = static_cast<const __nv_bfloat16*>(qkv);
   auto* dbase = static_cast<__nv_bfloat16*>(dqkv);
@@ -270,7 +305,7 @@ void CudnnAttention::backward(const void* dout, const void* qkv, const void* out
     rest += 2 * l.per_query_head_bytes();
   }
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-  plans.backward->execute(
+  plans.backward.front().execute(
       handle_,
       {kQ, kK, kV, kO, kDout, kStats, kScale, kNegativeInfinity, kOne, kDq, kDk, kDv, kSoftmaxSum, kDqAccumulator},
       {const_cast<__nv_bfloat16*>(base), const_cast<__nv_bfloat16*>(base + key_offset),

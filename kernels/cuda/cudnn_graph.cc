@@ -137,10 +137,10 @@ void Graph::reshape(Tensor x, Tensor y) {
 // newer headers mark the attribute deprecated in favour of a device-property descriptor.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-std::optional<Plan> Graph::build(cudnnHandle_t handle, std::string* why) {
-  auto fail = [&](const std::string& reason) -> std::optional<Plan> {
+std::vector<Plan> Graph::build(cudnnHandle_t handle, std::string* why, size_t most) {
+  auto fail = [&](const std::string& reason) -> std::vector<Plan> {
     if (why) *why = reason;
-    return std::nullopt;
+    return {};
   };
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   std::vector<cudnnBackendDescriptor_t> ops;
@@ -171,7 +171,8 @@ std::optional<Plan> Graph::build(cudnnHandle_t handle, std::string* why) {
                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned,
                                           config_handles.data()));
   std::string last_failure = "none of the engine configurations built";
-  for (int64_t i = 0; i < returned; ++i) {
+  std::vector<Plan> plans;
+  for (int64_t i = 0; i < returned && plans.size() < most; ++i) {
     auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]);
@@ -183,9 +184,9 @@ std::optional<Plan> Graph::build(cudnnHandle_t handle, std::string* why) {
     int64_t count = 0;
     ZB_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
                                             1, &count, &workspace));
-    return Plan(std::move(plan), workspace);
+    plans.emplace_back(std::move(plan), workspace);
   }
-  return fail(last_failure);
+  return plans.empty() ? fail(last_failure) : std::move(plans);
 }
 #pragma GCC diagnostic pop
 

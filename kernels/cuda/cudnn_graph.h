@@ -86,9 +86,9 @@ class Graph {
   void reduction(cudnnReduceTensorOp_t op, Tensor x, Tensor y);
   void reshape(Tensor x, Tensor y);
 
-  // The plan of the first engine configuration cuDNN's heuristics offer that builds, or nullopt (with the
-  // reason in *why) when none does.
-  std::optional<Plan> build(cudnnHandle_t handle, std::string* why);
+  // The plans of the first `most` engine configurations cuDNN's heuristics offer that build, in the
+  // heuristics' order of preference; empty (with the reason in *why) when none does.
+  std::vector<Plan> build(cudnnHandle_t handle, std::string* why, size_t most = 1);
 
  private:
   std::deque<Descriptor> owned_;  // stable addresses for the Tensor handles
