@@ -129,9 +129,9 @@ void ZeroSchedule::ensure_updated(size_t unit) {
   if (store_.params_on_host()) return;  // updated in place, on the host: the next gather brings them up
   Tensor target = store_.optimizer_params(unit);
   params_ready_[unit] = issue([&] { return comm_.copy(host_->updated_weights(unit), target); });
-  // Held whole but updated as a shard: the other ranks' shards come next. (A stage 3 shard is gathered
-  // by gather(), after this copy on the same stream.)
-  if (store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1) gather_units({unit});
+  // The other ranks' shards come next. (A stage 3 shard is gathered by gather(), after this copy on the same
+  // stream.)
+  if (upload_gathers(unit)) gather_units({unit});
 }
 
 // While training waits for the host to finish `waiting_for`, the copy engine would idle: finished units later
@@ -148,7 +148,7 @@ void ZeroSchedule::upload_finished_units(size_t waiting_for) {
     const size_t next = *it;
     if (!awaiting_update_[next] || !host_->unit_done(next)) continue;
     // Its upload would gather it from the other ranks: collectives stay in the forward's order on every rank.
-    if (store_.resident_params(next) && store_.sharded_optimizer() && comm_.size() > 1) return;
+    if (upload_gathers(next)) return;
     budget -= store_.padded_numel(next);
     ensure_updated(next);
   }

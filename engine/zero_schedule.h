@@ -93,6 +93,10 @@ class ZeroSchedule final : public UnitAccess {
   void ensure_updated(size_t unit);
   // Offload: while waiting for one unit's update, sends finished later ones up (see the definition).
   void upload_finished_units(size_t waiting_for);
+  // Offload: the unit is held whole but updated as a shard, so its upload ends in an all-gather.
+  bool upload_gathers(size_t unit) const {
+    return store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1;
+  }
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
   // Calls issue_bucket(bucket) for consecutive runs of `units`, each closed once it holds at least
   // bucket_numel elements (the last one may hold fewer): the bucketing rule of both reduce and gather.

@@ -4,17 +4,27 @@
 // timed by default. A timed choice is kept for the process, so repeated runs in one process compute alike.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace zb {
 
 enum class GemmAlgorithms { timed, heuristic };
 
-// How the timed choices went, for the programs' report: shapes timed, how many of them took another algorithm
-// than the heuristic's first, and the time those saved (one run of each such shape, ms).
-struct GemmTimingSummary {
+// How timed choices among a library's candidates went (cuBLASLt's algorithms, cuDNN's attention plans), for
+// the programs' report: shapes timed, how many of them took another candidate than the heuristic's first, and
+// the time those saved (one run of each such shape, ms).
+struct TimingSummary {
   int64_t shapes_timed = 0, shapes_changed = 0;
   double ms_saved_per_run = 0;
+  // One shape's choice: `chosen` of the candidates whose times are `ms` (candidate 0: the heuristic's first).
+  void record(const std::vector<float>& ms, size_t chosen) {
+    ++shapes_timed;
+    if (chosen == 0) return;
+    ++shapes_changed;
+    ms_saved_per_run += ms[0] - ms[chosen];
+  }
 };
 
 // ZB_GEMM_ALGORITHMS's value, or timed when it is unset or empty; UsageError naming the variable otherwise.

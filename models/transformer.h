@@ -59,7 +59,7 @@ class Transformer {
   // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
   void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
   // From d_residual through the MLP's output projection and its activation to d_fc; adds the projection's
-  // weight and bias gradients to g.
+  // weight and bias gradients to g (or writes them, as `write` says).
   void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g, GradWrite write);
   double mean_loss();
 

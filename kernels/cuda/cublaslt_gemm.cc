@@ -173,11 +173,7 @@ void CublasLtGemm::choose_by_timing(Plan& plan, const GemmArgs& g, cudaStream_t 
   const size_t chosen = fastest_candidate(ms);
   plan.algo = plan.candidates[chosen];
   plan.candidates.clear();
-  ++timing_summary_.shapes_timed;
-  if (chosen != 0) {
-    ++timing_summary_.shapes_changed;
-    timing_summary_.ms_saved_per_run += ms[0] - ms[chosen];
-  }
+  timing_summary_.record(ms, chosen);
   TimedChoices& choices = timed_choices();
   const std::lock_guard lock(choices.mutex);
   choices.algos.emplace(std::pair{device_ordinal_, plan.key}, plan.algo);  // a first choice elsewhere stands

@@ -61,7 +61,7 @@ class CublasLtGemm {
   // with other work without spoiling a timed choice.
   bool chosen(const GemmArgs& args);
 
-  const GemmTimingSummary& timing_summary() const { return timing_summary_; }
+  const TimingSummary& timing_summary() const { return timing_summary_; }
 
  private:
   struct Plan;
@@ -76,7 +76,7 @@ class CublasLtGemm {
   TrackingAllocator& allocator_;
   GemmAlgorithms algorithms_;
   int device_ordinal_ = 0;
-  GemmTimingSummary timing_summary_;
+  TimingSummary timing_summary_;
   cublasLtHandle_t handle_ = nullptr;
   size_t workspace_bytes_;
   std::map<cudaStream_t, Buffer> workspaces_;

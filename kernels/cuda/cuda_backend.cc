@@ -70,7 +70,7 @@ void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
   gemm_ = std::make_unique<cuda::CublasLtGemm>(allocator_, algorithms);
 }
 
-const GemmTimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
+const TimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);  // the side stream's work is joined into the main stream's
@@ -337,18 +337,16 @@ std::string CudaBackend::kernel_choices() const {
                         "; ours forward ", a.own_forward, ", backward ", a.own_backward,
                         a.why_not_cudnn.empty() ? "" : "; cuDNN unavailable: ", a.why_not_cudnn));
   }
+  // "<what> timed for N shapes; M took another than <whose> first (K us less for one run of each)".
+  auto timed = [&](const char* what, const char* whose, const TimingSummary& t) {
+    if (t.shapes_timed == 0) return;
+    lines.push_back(cat(what, " timed for ", t.shapes_timed, " shapes; ", t.shapes_changed, " took another than ",
+                        whose, " first (", std::lround(t.ms_saved_per_run * 1000.0), " us less for one run of each)"));
+  };
 #ifdef ZB_HAVE_CUDNN
-  if (cudnn_attention_ && cudnn_attention_->forward_timing().shapes_timed > 0) {
-    const auto& t = cudnn_attention_->forward_timing();
-    lines.push_back(cat("cuDNN attention forward plans timed for ", t.shapes_timed, " shapes; ", t.shapes_changed,
-                        " took another than the heuristics' first"));
-  }
+  if (cudnn_attention_) timed("cuDNN attention forward plans", "the heuristics'", cudnn_attention_->forward_timing());
 #endif
-  if (const auto& t = gemm_->timing_summary(); t.shapes_timed > 0) {
-    lines.push_back(cat("GEMM algorithms timed for ", t.shapes_timed, " shapes; ", t.shapes_changed,
-                        " took another than cuBLASLt's first (",
-                        std::lround(t.ms_saved_per_run * 1000.0), " us less for one run of each)"));
-  }
+  timed("GEMM algorithms", "cuBLASLt's", gemm_->timing_summary());
   return join(lines, "\n");
 }
 

@@ -59,7 +59,7 @@ class CudaBackend final : public Backend {
   void set_gemm_algorithms(GemmAlgorithms algorithms);
   // The environment's ZB_WEIGHT_GRADIENTS picks at construction.
   void set_weight_gradients(WeightGradients where) { weight_gradients_ = where; }
-  const GemmTimingSummary& gemm_timing() const;
+  const TimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
   const AttentionUse& attention_use() const { return attention_use_; }

@@ -276,8 +276,7 @@ void CudnnAttention::forward(const void* qkv, const AttentionShape& s, void* out
         },
         stream);
     const size_t chosen = fastest_candidate(ms);
-    ++forward_timing_.shapes_timed;
-    if (chosen != 0) ++forward_timing_.shapes_changed;
+    forward_timing_.record(ms, chosen);
     cudnn::Plan fastest = std::move(plans.forward[chosen]);
     plans.forward.clear();
     plans.forward.push_back(std::move(fastest));

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "kernels/attention_shape.h"
+#include "kernels/gemm_algorithms.h"
 
 struct cudnnContext;
 
@@ -39,10 +40,7 @@ class CudnnAttention {
   std::optional<size_t> backward_workspace(const AttentionShape& shape);
   // Why the last shape asked for has no plan ("" when it has one).
   const std::string& why_unavailable() const { return why_; }
-  // Shapes whose forward plans were timed, and how many of them kept another than the heuristics' first.
-  struct TimingSummary {
-    int64_t shapes_timed = 0, shapes_changed = 0;
-  };
+  // How the timed choices of forward plans went.
   const TimingSummary& forward_timing() const { return forward_timing_; }
 
   // As Backend::attention_forward / attention_backward, bf16 data, on `stream`; `workspace` holds at least
