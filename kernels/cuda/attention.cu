@@ -18,10 +18,8 @@ constexpr int kSimpleWarpsPerBlock = 4;
 // two blocks of 56 KB where registers allow three. The kernels' copies bypass L1 (cp.async.cg).
 template <typename Kernel>
 void allow_dynamic_smem(Kernel kernel, size_t bytes) {
-  int device = 0, limit = 0;
-  ZB_CUDA_CHECK(cudaGetDevice(&device));
-  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  ZB_CHECK(bytes <= size_t(limit), "the flash-attention kernels need ", bytes, " bytes of shared memory per block; this ",
+  const size_t limit = max_shared_memory_per_block();
+  ZB_CHECK(bytes <= limit, "the flash-attention kernels need ", bytes, " bytes of shared memory per block; this ",
            "GPU offers ", limit, " (head size 128 in bf16 needs a Hopper- or A100-class GPU for now)");
   ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   ZB_CUDA_CHECK(

@@ -31,6 +31,19 @@ __device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
   }
 }
 
+// Eight floats stored as T (16-byte stores).
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&v)[8]) {
+  constexpr int kVec = Vec16<T>::kSize;
+#pragma unroll
+  for (int part = 0; part < 8 / kVec; ++part) {
+    Vec16<T> out;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(v[part * kVec + k]);
+    store16(p + part * kVec, out);
+  }
+}
+
 // Chunk j of the rows is summed by block row j mod gridDim.y (the grid's y extent is capped at 65535).
 template <int kOutputs, typename Terms>
 __global__ void column_partials_kernel(int64_t n, int64_t c, int64_t chunks, Terms terms, float* partials) {

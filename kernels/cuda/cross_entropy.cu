@@ -224,11 +224,10 @@ struct DeviceLimits {
 };
 
 DeviceLimits device_limits() {
-  int device = 0, shared = 0, sms = 0;
+  int device = 0, sms = 0;
   ZB_CUDA_CHECK(cudaGetDevice(&device));
-  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   ZB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return {size_t(shared), sms};
+  return {max_shared_memory_per_block(), sms};
 }
 
 }  // namespace

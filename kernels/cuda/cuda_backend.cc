@@ -52,7 +52,8 @@ CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
     : ordinal_(ordinal),
       allocator_(device_allocator),
       weight_gradients_(weight_gradients_from_environment()),
-      attention_kernels_(attention_kernels_from_environment()) {
+      attention_kernels_(attention_kernels_from_environment()),
+      norm_rows_(norm_rows_from_environment()) {
   ZB_CHECK(device_allocator.device() == Device::cuda(ordinal), "the CUDA backend needs an allocator of ",
            Device::cuda(ordinal).to_string());
   ZB_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -153,7 +154,7 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const
   const auto [n, c] = checks::layernorm(x, weight, bias, out, mean, rstd, device());
   dispatch(x.dtype, [&]<typename T>() {
     cuda::layernorm_forward<T>(x.as<T>(), weight.as<T>(), bias.as<T>(), eps, out.as<T>(), mean.as<float>(),
-                               rstd.as<float>(), n, c, stream_);
+                               rstd.as<float>(), n, c, norm_rows_, stream_);
   });
 }
 
@@ -166,14 +167,15 @@ void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const 
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::layernorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), dx.as<T>(),
-                                dweight.as<T>(), dbias.as<T>(), n, c, write == GradWrite::add, s, stream_);
+                                dweight.as<T>(), dbias.as<T>(), n, c, write == GradWrite::add, norm_rows_, s,
+                                stream_);
   });
 }
 
 void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
   const auto [n, c] = checks::rmsnorm(x, weight, out, rstd, device());
   dispatch(x.dtype, [&]<typename T>() {
-    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, stream_);
+    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, norm_rows_, stream_);
   });
 }
 
@@ -185,7 +187,7 @@ void CudaBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, T
   checks::same_shape(a, residual_out, "residual output", device());
   dispatch(a.dtype, [&]<typename T>() {
     cuda::residual_layernorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), bias.as<T>(), eps,
-                                        out.as<T>(), mean.as<float>(), rstd.as<float>(), n, c, stream_);
+                                        out.as<T>(), mean.as<float>(), rstd.as<float>(), n, c, norm_rows_, stream_);
   });
 }
 
@@ -196,7 +198,7 @@ void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Ten
   checks::same_shape(a, residual_out, "residual output", device());
   dispatch(a.dtype, [&]<typename T>() {
     cuda::residual_rmsnorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), eps, out.as<T>(),
-                                      rstd.as<float>(), n, c, stream_);
+                                      rstd.as<float>(), n, c, norm_rows_, stream_);
   });
 }
 
@@ -208,7 +210,7 @@ void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Te
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<float>(), dx.as<T>(), dweight.as<T>(), n,
-                              c, write == GradWrite::add, s, stream_);
+                              c, write == GradWrite::add, norm_rows_, s, stream_);
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/tracking_allocator.h"
 #include "kernels/attention_kernels.h"
+#include "kernels/norm_rows.h"
 #include "kernels/backend.h"
 #include "kernels/gemm_algorithms.h"
 
@@ -62,6 +63,8 @@ class CudaBackend final : public Backend {
   const TimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
+  // The environment's ZB_NORM_ROWS picks at construction.
+  void set_norm_rows(NormRows rows) { norm_rows_ = rows; }
   const AttentionUse& attention_use() const { return attention_use_; }
   std::string kernel_choices() const override;
 
@@ -155,6 +158,7 @@ class CudaBackend final : public Backend {
   GemmEpilogues epilogues_;
   EpilogueUse epilogue_use_;
   AttentionKernels attention_kernels_ = AttentionKernels::own;
+  NormRows norm_rows_ = NormRows::teams;
   // Shared, not unique: a build without cuDNN never creates one, and an empty shared_ptr needs no complete type.
   std::shared_ptr<cuda::CudnnAttention> cudnn_attention_;
   AttentionUse attention_use_;

@@ -51,6 +51,22 @@ inline unsigned blocks_for(int64_t work, int per_block) {
   return unsigned(blocks);
 }
 
+// The most dynamic shared memory a block of this GPU may opt in to (227 KB on an H100 or H200).
+inline size_t max_shared_memory_per_block() {
+  int device = 0, bytes = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+}
+
+// The registers a thread of `kernel` holds, as compiled.
+template <typename Kernel>
+int registers_per_thread(Kernel kernel) {
+  cudaFuncAttributes attributes{};
+  ZB_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return attributes.numRegs;
+}
+
 // True when every pointer is 16-byte aligned and n is a whole number of 16-byte vectors of T.
 template <typename T, typename... Ptrs>
 bool vectorizable(int64_t n, const Ptrs*... ptrs) {

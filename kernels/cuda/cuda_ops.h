@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/attention_shape.h"
+#include "kernels/norm_rows.h"
 #include "kernels/optimizer_params.h"
 
 namespace zb::cuda {
@@ -35,24 +36,24 @@ void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int64_t n,
 size_t column_reduce_scratch(int64_t n, int64_t c);
 template <typename T>
 void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean, float* rstd,
-                       int64_t n, int64_t c, cudaStream_t stream);
+                       int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
-                        cudaStream_t stream);
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows,
+                        Scratch scratch, cudaStream_t stream);
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
-                     cudaStream_t stream);
+                     NormRows rows, cudaStream_t stream);
 // residual = a + b (rounded to T), then the norm of residual: one kernel, the sum never re-read from DRAM.
 template <typename T>
 void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
-                                float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream);
+                                float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
 void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
-                              int64_t n, int64_t c, cudaStream_t stream);
+                              int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, bool accumulate, Scratch scratch, cudaStream_t stream);
+                      int64_t c, bool accumulate, NormRows rows, Scratch scratch, cudaStream_t stream);
 // dbias[j] += sum over rows of dout[row, j] (= when not accumulating).
 template <typename T>
 void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,

@@ -2,6 +2,7 @@
 // gradient; the gain and bias gradients through the deterministic column reduction, their partial sums formed
 // in the same pass as the input gradient where the rows allow 16-byte access.
 #include "kernels/cuda/column_reduce.cuh"
+#include "kernels/cuda/norm_row_teams.cuh"
 
 namespace zb::cuda {
 
@@ -11,19 +12,6 @@ constexpr int kWarpsPerBlock = 8;
 
 __device__ __forceinline__ int64_t warp_row() {
   return int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-}
-
-// Eight floats stored as T (16-byte stores).
-template <typename T>
-__device__ __forceinline__ void store8(T* p, const float (&v)[8]) {
-  constexpr int kVec = Vec16<T>::kSize;
-#pragma unroll
-  for (int part = 0; part < 8 / kVec; ++part) {
-    Vec16<T> out;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) out.v[k] = from_float<T>(v[part * kVec + k]);
-    store16(p + part * kVec, out);
-  }
 }
 
 // One warp per row. With a second input b (kResidual), the row is first formed as x = a + b, rounded to T and
@@ -90,8 +78,16 @@ __global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T
 
 template <typename T, bool kLayerNorm, bool kResidual>
 void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
-                         float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
+                         float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, a, b, residual, weight, bias, out);
+  const RowTeam team = row_team_for(c);
+  if (vec8 && rows == NormRows::teams && team.fits() && n > 0) {
+    auto* kernel = team.per_thread == 1 ? norm_forward_team_kernel<T, kLayerNorm, kResidual, 1>
+                                        : norm_forward_team_kernel<T, kLayerNorm, kResidual, 2>;
+    kernel<<<unsigned(n), team.threads, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, c);
+    ZB_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const unsigned blocks = blocks_for(n, kWarpsPerBlock);
   if (vec8) {
     norm_forward_kernel<T, kLayerNorm, kResidual, true>
@@ -241,6 +237,37 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   return true;
 }
 
+// The team backward (norm_row_teams.cuh) where the row fits a team and a block of at least one team fits the
+// multiprocessor's registers and shared memory (up to four teams where they fit); false elsewhere.
+template <typename T, bool kLayerNorm>
+bool team_norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                        cudaStream_t stream) {
+  constexpr int kOutputs = kLayerNorm ? 2 : 1;
+  const RowTeam team = row_team_for(c);
+  if (!team.fits() || n == 0) return false;
+  auto* kernel = team.per_thread == 1 ? norm_backward_team_kernel<T, kLayerNorm, 1>
+                                      : norm_backward_team_kernel<T, kLayerNorm, 2>;
+  const int registers = registers_per_thread(kernel);
+  const size_t shared_limit = max_shared_memory_per_block();
+  auto fits = [&](int teams) {
+    return int64_t(teams) * team.threads * registers <= 65536 &&
+           team_backward_shared_bytes(teams, c, sizeof(T), kOutputs) <= shared_limit;
+  };
+  int teams = kMaxBackwardTeams;
+  while (teams > 1 && !fits(teams)) teams /= 2;
+  if (!fits(teams)) return false;
+  const int64_t chunks = column_chunks(n);
+  float* const partials = column_partials(scratch, chunks, c);
+  const size_t bytes = team_backward_shared_bytes(teams, c, sizeof(T), kOutputs);
+  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  kernel<<<unsigned(chunks), teams * team.threads, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
+                                                                    team.threads, partials);
+  ZB_CUDA_CHECK_LAUNCH();
+  column_finish(partials, chunks, c, dweight, dbias, accumulate, stream);
+  return true;
+}
+
 // The gain and bias gradient terms of one element: dout * xhat and dout.
 template <typename T, bool kLayerNorm>
 struct NormParameterTerms {
@@ -282,10 +309,15 @@ struct BiasTerms {
 
 template <typename T, bool kLayerNorm>
 void norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                   T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
+                   T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
                    cudaStream_t stream) {
   // 8-column vectors when every row of every operand starts 16-byte aligned.
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, dout, x, weight, dx);
+  if (vec8 && rows == NormRows::teams &&
+      team_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, scratch,
+                                        stream)) {
+    return;
+  }
   if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate,
                                                   scratch, stream)) {
     return;
@@ -309,39 +341,39 @@ size_t column_reduce_scratch(int64_t n, int64_t c) { return size_t(2 * column_ch
 
 template <typename T>
 void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean, float* rstd,
-                       int64_t n, int64_t c, cudaStream_t stream) {
-  launch_norm_forward<T, true, false>(x, nullptr, nullptr, weight, bias, eps, out, mean, rstd, n, c, stream);
+                       int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, true, false>(x, nullptr, nullptr, weight, bias, eps, out, mean, rstd, n, c, rows, stream);
 }
 
 template <typename T>
 void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
-                                float* mean, float* rstd, int64_t n, int64_t c, cudaStream_t stream) {
-  launch_norm_forward<T, true, true>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c, stream);
+                                float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, true, true>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c, rows, stream);
 }
 
 template <typename T>
 void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
-                              int64_t n, int64_t c, cudaStream_t stream) {
-  launch_norm_forward<T, false, true>(a, b, residual, weight, nullptr, eps, out, nullptr, rstd, n, c, stream);
+                              int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, false, true>(a, b, residual, weight, nullptr, eps, out, nullptr, rstd, n, c, rows, stream);
 }
 
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
-                        cudaStream_t stream) {
-  norm_backward<T, true>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, scratch, stream);
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows,
+                        Scratch scratch, cudaStream_t stream) {
+  norm_backward<T, true>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, rows, scratch, stream);
 }
 
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
-                     cudaStream_t stream) {
-  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, stream);
+                     NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, rows, stream);
 }
 
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, bool accumulate, Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, scratch, stream);
+                      int64_t c, bool accumulate, NormRows rows, Scratch scratch, cudaStream_t stream) {
+  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, rows, scratch, stream);
 }
 
 template <typename T>
@@ -354,16 +386,16 @@ void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulat
 
 #define ZB_INSTANTIATE(T)                                                                                          \
   template void layernorm_forward<T>(const T*, const T*, const T*, float, T*, float*, float*, int64_t, int64_t,    \
-                                     cudaStream_t);                                                               \
+                                     NormRows, cudaStream_t);                                                               \
   template void layernorm_backward<T>(const T*, const T*, const T*, const float*, const float*, T*, T*, T*,         \
-                                      int64_t, int64_t, bool, Scratch, cudaStream_t);                             \
-  template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, cudaStream_t);         \
+                                      int64_t, int64_t, bool, NormRows, Scratch, cudaStream_t);                             \
+  template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, NormRows, cudaStream_t);         \
   template void residual_layernorm_forward<T>(const T*, const T*, T*, const T*, const T*, float, T*, float*, float*, \
-                                              int64_t, int64_t, cudaStream_t);                                     \
+                                              int64_t, int64_t, NormRows, cudaStream_t);                                     \
   template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, T*, float*, int64_t, int64_t,   \
-                                            cudaStream_t);                                                         \
+                                            NormRows, cudaStream_t);                                                         \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, bool,     \
-                                    Scratch, cudaStream_t);                                                       \
+                                    NormRows, Scratch, cudaStream_t);                                                       \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t, bool, Scratch, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)

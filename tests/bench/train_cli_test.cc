@@ -31,13 +31,15 @@ TEST(TrainCli, RefusesAnUnknownKernelChoice) {
   for (const auto& [setting, message] :
        {std::pair<std::string, std::string>{"ZB_ATTENTION=fast", "ZB_ATTENTION=fast: accepted values are cudnn, own"},
         {"ZB_GEMM_ALGORITHMS=best", "ZB_GEMM_ALGORITHMS=best: accepted values are timed, heuristic"},
-        {"ZB_WEIGHT_GRADIENTS=2", "ZB_WEIGHT_GRADIENTS=2: accepted values are concurrent, serial"}}) {
+        {"ZB_WEIGHT_GRADIENTS=2", "ZB_WEIGHT_GRADIENTS=2: accepted values are concurrent, serial"},
+        {"ZB_NORM_ROWS=threads", "ZB_NORM_ROWS=threads: accepted values are teams, warps"}}) {
     const auto r = test::run_command(setting + " " + train);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
   }
-  for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial"}) {
+  for (const char* setting :
+       {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial", "ZB_NORM_ROWS=warps"}) {
     const auto r = test::run_command(std::string(setting) + " " + train);
     EXPECT_EQ(r.exit_code, 0) << setting << "\n" << r.output;
   }

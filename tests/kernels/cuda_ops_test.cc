@@ -35,6 +35,7 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
   // One shape of the op against the CPU (the TEST_Ps below list the shapes).
   void layernorm_case(int64_t n, int64_t c, GradWrite write);
   void rmsnorm_case(int64_t n, int64_t c, GradWrite write);
+  void residual_norms_case(int64_t n, int64_t c);
   // A parameter gradient's starting value on the GPU: the host values to add to, or NaN to overwrite.
   Tensor grad_start(const std::vector<float>& host, Shape shape, GradWrite write) {
     return write == GradWrite::add ? up(host, shape) : poisoned(shape, dt());
@@ -72,16 +73,22 @@ TEST_P(CudaOps, EmbeddingForwardAndBackward) {
   expect_close(g_written, ref_written, "embedding table gradient, overwritten");
 }
 
-// Widths that take each backward path: the fused one with 8 warps a block (200, and the models' 768, 1280 and
-// 1600, where some lanes idle in the last 256-column step), with 4 (3000: two outputs of 3000 floats per
-// warp), its scalar fallback (201: rows not 16-byte aligned) and the unfused one for rows too wide for any
-// warp's shared slice (14400); row counts that leave a partial chunk of 32.
+// Widths that take each path. Teams (ZB_NORM_ROWS=teams): one vector a thread with idle threads in the last
+// warp (200, 1280, 1600) and without (768), two a thread (3000: 375 vectors over 192 threads); rows too wide
+// for a team (14400) take the warps' kernels. Warps: the fused backward with 8 warps a block (200, 768, 1280,
+// 1600, where some lanes idle in the last 256-column step), with 4 (3000: two outputs of 3000 floats per warp),
+// and the unfused one for rows too wide for any warp's shared slice (14400). Either way rows not 16-byte
+// aligned (201) take the scalar kernels. Row counts leave a partial chunk of 32 (and teams without rows).
 TEST_P(CudaOps, LayerNormForwardAndBackward) {
-  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600}, {40, 3000},
-                             {33, 201}, {5, 14400}}) {
-    SCOPED_TRACE(cat(n, " x ", c));
-    layernorm_case(n, c, GradWrite::add);
-    layernorm_case(n, c, GradWrite::overwrite);
+  for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
+    SCOPED_TRACE(rows == NormRows::teams ? "teams" : "warps");
+    gpu->set_norm_rows(rows);
+    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600},
+                               {40, 3000}, {33, 201}, {5, 14400}}) {
+      SCOPED_TRACE(cat(n, " x ", c));
+      layernorm_case(n, c, GradWrite::add);
+      layernorm_case(n, c, GradWrite::overwrite);
+    }
   }
 }
 
@@ -108,8 +115,18 @@ void CudaOps::layernorm_case(int64_t n, int64_t c, GradWrite write) {
   expect_close(gdb, rdb, "layernorm dbias");
 }
 
+// 136 columns: a team of one warp, 15 lanes idle; 3000: two vectors a thread.
 TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
-  const int64_t n = 70, c = 136;
+  for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
+    gpu->set_norm_rows(rows);
+    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{70, 136}, {9, 3000}}) {
+      SCOPED_TRACE(cat(rows == NormRows::teams ? "teams, " : "warps, ", n, " x ", c));
+      residual_norms_case(n, c);
+    }
+  }
+}
+
+void CudaOps::residual_norms_case(int64_t n, int64_t c) {
   auto a = normal(n * c), b = normal(n * c), w = normal(c, 0.3, 1.0), bias = normal(c);
   std::vector<float> sum(n * c), y(n * c), mean(n), rstd(n), y_rms(n * c), rstd_rms(n);
   cpu.residual_layernorm_forward(view(a, {n, c}), view(b, {n, c}), out(view(sum, {n, c})), view(w, {c}), view(bias, {c}),
@@ -134,12 +151,17 @@ TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
 }
 
 TEST_P(CudaOps, RmsNormForwardAndBackward) {
-  // Fused (128, 1000, 2048, 8200), scalar (60), unfused (29000).
-  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {37, 1000}, {34, 2048}, {20, 8200}, {9, 60},
-                             {3, 29000}}) {
-    SCOPED_TRACE(cat(n, " x ", c));
-    rmsnorm_case(n, c, GradWrite::add);
-    rmsnorm_case(n, c, GradWrite::overwrite);
+  // Teams: one vector a thread (128: half a warp idle; 1000, 2048), two (4096: every thread; 4000: 250 of 256);
+  // too wide for a team (8200). Warps: fused (128 ... 8200), unfused (29000). Scalar either way (60).
+  for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
+    SCOPED_TRACE(rows == NormRows::teams ? "teams" : "warps");
+    gpu->set_norm_rows(rows);
+    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {37, 1000}, {34, 2048}, {17, 4096},
+                               {33, 4000}, {20, 8200}, {9, 60}, {3, 29000}}) {
+      SCOPED_TRACE(cat(n, " x ", c));
+      rmsnorm_case(n, c, GradWrite::add);
+      rmsnorm_case(n, c, GradWrite::overwrite);
+    }
   }
 }
 
