@@ -26,18 +26,18 @@ namespace zb::cuda {
 // the backward's registers: each vector is 8 floats of dout, x and dx and 16 of gain and bias sums).
 constexpr int kMaxTeamThreads = 256, kMaxVectorsPerThread = 2;
 
-// How a row of c columns is spread: `vectors` 8-column vectors, kV a thread, `threads` a team (whole warps).
+// How a row of c columns is spread: `per_thread` 8-column vectors a thread (kV), `threads` a team (whole warps).
 struct RowTeam {
-  int vectors = 0, per_thread = 0, threads = 0;
+  int per_thread = 0, threads = 0;
   bool fits() const { return per_thread > 0; }
 };
 
 inline RowTeam row_team_for(int64_t c) {
   RowTeam team;
-  if (c % 8 != 0 || c / 8 > int64_t(kMaxTeamThreads) * kMaxVectorsPerThread) return team;
-  team.vectors = int(c / 8);
-  team.per_thread = team.vectors <= kMaxTeamThreads ? 1 : 2;
-  const int threads = (team.vectors + team.per_thread - 1) / team.per_thread;
+  const int64_t vectors = c / 8;
+  if (c % 8 != 0 || vectors > int64_t(kMaxTeamThreads) * kMaxVectorsPerThread) return team;
+  team.per_thread = vectors <= kMaxTeamThreads ? 1 : 2;
+  const int threads = int((vectors + team.per_thread - 1) / team.per_thread);
   team.threads = (threads + 31) / 32 * 32;
   return team;
 }
@@ -144,9 +144,9 @@ inline size_t team_backward_shared_bytes(int teams, int64_t c, size_t element_by
 // Bounded so that four teams of one vector a thread (1024 threads) fit the registers (64 a thread; 72-79
 // unbounded, which left gpt2-xl's 224-thread teams two a block).
 template <typename T, bool kLayerNorm, int kV>
-__global__ void __launch_bounds__(kV == 1 ? 1024 : 512) norm_backward_team_kernel(const T* dout, const T* x, const T* weight, const float* mean,
-                                          const float* rstd, T* dx, int64_t n, int64_t c, int64_t chunks,
-                                          int team_threads, float* partials) {
+__global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
+    norm_backward_team_kernel(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
+                              int64_t n, int64_t c, int64_t chunks, int team_threads, float* partials) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1, kCopies = 8 * int(sizeof(T)) / 16;  // 16-byte copies a vector
   extern __shared__ float4 shared[];
   float* const team_sums = reinterpret_cast<float*>(shared);  // [gain, bias][c]

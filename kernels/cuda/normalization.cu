@@ -367,13 +367,15 @@ void layernorm_backward(const T* dout, const T* x, const T* weight, const float*
 template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
                      NormRows rows, cudaStream_t stream) {
-  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, rows, stream);
+  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, rows,
+                                       stream);
 }
 
 template <typename T>
 void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
                       int64_t c, bool accumulate, NormRows rows, Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, rows, scratch, stream);
+  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, rows, scratch,
+                          stream);
 }
 
 template <typename T>
@@ -386,16 +388,17 @@ void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulat
 
 #define ZB_INSTANTIATE(T)                                                                                          \
   template void layernorm_forward<T>(const T*, const T*, const T*, float, T*, float*, float*, int64_t, int64_t,    \
-                                     NormRows, cudaStream_t);                                                               \
+                                     NormRows, cudaStream_t);                                                     \
   template void layernorm_backward<T>(const T*, const T*, const T*, const float*, const float*, T*, T*, T*,         \
-                                      int64_t, int64_t, bool, NormRows, Scratch, cudaStream_t);                             \
-  template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, NormRows, cudaStream_t);         \
+                                      int64_t, int64_t, bool, NormRows, Scratch, cudaStream_t);                   \
+  template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, NormRows,              \
+                                   cudaStream_t);                                                                 \
   template void residual_layernorm_forward<T>(const T*, const T*, T*, const T*, const T*, float, T*, float*, float*, \
-                                              int64_t, int64_t, NormRows, cudaStream_t);                                     \
+                                              int64_t, int64_t, NormRows, cudaStream_t);                           \
   template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, T*, float*, int64_t, int64_t,   \
-                                            NormRows, cudaStream_t);                                                         \
+                                            NormRows, cudaStream_t);                                               \
   template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, bool,     \
-                                    NormRows, Scratch, cudaStream_t);                                                       \
+                                    NormRows, Scratch, cudaStream_t);                                             \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t, bool, Scratch, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
