@@ -87,7 +87,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                                   step_ms, tokens / seconds) +
                     rate_part(tokens / seconds, model) + "\n";
   out += "time per step: " + share("forward", forward) + ", " + share("backward", backward) + ", " +
-         share("optimizer on the GPU", optimizer) + ", " +
+         share("optimizer on the GPU (with the gradient norm)", optimizer) + ", " +
          share("other (host, copies, waits)", step_ms * count - forward - backward - optimizer) + "\n";
   if (bytes > 0) {
     out += printf_string("communication per step and rank: %.3f GB of collectives; compute waited %.1f ms (%.0f%%) "

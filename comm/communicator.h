@@ -31,7 +31,7 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string describe() const = 0;  // e.g. "NCCL 2.27.3, 2 ranks" or "MPI (Open MPI 4.1.4), 3 ranks"
 
-  // Tensors are contiguous, of dtype f32 or bf16 (and f64 for MPI), on the implementation's device kind.
+  // Tensors are contiguous, of dtype f32, bf16 or f64, on the implementation's device kind.
   // data = the sum over ranks of data (every rank gets identical bits).
   virtual CommTicket all_reduce_sum(Tensor& data) = 0;
   // out = rank r's slice of the sum over ranks of in: in.numel() == size() * out.numel(); rank r receives

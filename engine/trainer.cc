@@ -12,6 +12,7 @@
 #include "core/cuda_memory.h"
 #include "core/errors.h"
 #include "core/strings.h"
+#include "kernels/clip_factor.h"
 
 namespace zb {
 
@@ -62,6 +63,13 @@ std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const Trainin
   return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
 }
 
+// Where the copies a step queues go to or come from on the host: page-locked beside a GPU, so that they are
+// asynchronous.
+std::unique_ptr<RawMemory> staging_memory(const Backend& backend) {
+  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
+  return std::make_unique<HostMemory>();
+}
+
 // The units that get spare state for speculative updates: in the order their gradients land (the last block
 // first), while the strategy's needs and the spares stay within 90% of this rank's share of the host.
 std::vector<bool> speculative_units_for(const TrainingOptions& options, const ParameterStore& store,
@@ -105,7 +113,9 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
              geometry_for(options, *comm_), &host_allocator_),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
-      schedule_(store_, model_, backend, *comm_, allocator, options_.zero) {
+      schedule_(store_, model_, backend, *comm_, allocator, options_.zero),
+      staging_(staging_memory(backend)),
+      uploads_(data, backend, staging_, options.batch * options.seq) {
   validate(options.zero);
   store_.initialize(backend, options.seed);
   if (options.offload != OffloadStrategy::none) {
@@ -126,6 +136,19 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
+  // Three 8-byte slots: loss, sum of squares, clipping factor.
+  device_scalars_ = allocator.allocate(Shape{3}, DType::f64, MemoryPool::workspace);
+  host_scalars_ = staging_.allocate(Shape{2}, DType::f64, MemoryPool::workspace);
+  auto scalars_of = [](const Buffer& b, bool with_factor) {
+    const Tensor all = b.view(Shape{3 - !with_factor}, DType::f64);
+    auto* base = static_cast<double*>(all.data);
+    StepScalars out{Tensor(base, Shape{1}, DType::f64, all.device), Tensor(base + 1, Shape{1}, DType::f64, all.device),
+                    {}};
+    if (with_factor) out.clip_factor = Tensor(base + 2, Shape{1}, DType::f32, all.device);
+    return out;
+  };
+  device_ = scalars_of(device_scalars_, true);
+  host_ = scalars_of(host_scalars_, false);
 }
 
 StepStats Trainer::step() {
@@ -138,46 +161,62 @@ StepStats Trainer::step() {
   params.step = step_ + 1;
   // What the update will be if clipping leaves the gradients as they are: the host may start on it.
   if (speculative_units_ > 0) host_optimizer_->speculate(params);
-  double loss = 0;
-  PassTimes pass;
+  std::vector<PassMarks> passes;
   // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
   // gradient of the mean over every token of the step.
   const float loss_scale = 1.0f / float(options_.grad_accum * world);
+  backend_.fill_zero(device_.loss);
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-    TokenBatch batch = data_.next_batch();
-    backend_.copy(Tensor(batch.inputs.data(), ids, DType::i32, Device::cpu()), inputs);
-    backend_.copy(Tensor(batch.targets.data(), ids, DType::i32, Device::cpu()), targets);
+    uploads_.upload(inputs, targets);
     schedule_.begin_micro_batch(micro, options_.grad_accum);
-    loss += model_.forward_backward(inputs, targets, loss_scale, &pass) / double(options_.grad_accum);
+    passes.push_back(model_.queue_forward_backward(inputs, targets, loss_scale));
+    backend_.accumulate_sum(model_.losses(), 1.0 / double(ids.numel() * options_.grad_accum), device_.loss);
     schedule_.end_micro_batch();
   }
   schedule_.finish_gradients();
-  // Every rank sees the same loss and norm, so all of them stop together on a non-finite one.
-  loss = comm_->sum_over_ranks(loss) / world;
-  if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
-  const double norm = std::sqrt(schedule_.gradient_sum_of_squares());
-  if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
 
-  ++step_;
-  // As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (norm + 1e-6)).
-  if (options_.grad_clip > 0) params.grad_scale = float(std::min(1.0, options_.grad_clip / (norm + 1e-6)));
   const auto optimizer_start = backend_.record_event();
+  double loss = 0, norm = 0;
   if (host_optimizer_) {
+    // The host updates the weights, so it needs the loss and the norm now.
+    backend_.copy(device_.loss, host_.loss);
+    loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / world;
+    check_finite("loss", loss);
+    norm = std::sqrt(schedule_.gradient_sum_of_squares());
+    check_finite("gradient norm", norm);
+    params.grad_scale = clip_factor(norm * norm, loss, options_.grad_clip);
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
   } else {
+    // Clipped by a factor the device computes (the update skips itself when it is not finite); the loss and
+    // the norm come to the host with the end of the step.
+    schedule_.gradient_sum_of_squares_into(device_.sum_of_squares);
+    backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, device_.clip_factor);
+    params.grad_factor = device_.clip_factor.as<float>();
     for (size_t u = 0; u < store_.unit_count(); ++u) {
       Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
       Tensor model_copy = store_.model_copy(u);
       backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
     }
+    backend_.copy_queued(device_.loss, host_.loss);
+    backend_.copy_queued(device_.sum_of_squares, host_.sum_of_squares);
   }
   const auto optimizer_end = backend_.record_event();
   schedule_.publish_parameters();
+  uploads_.prefetch();  // the next step's first batch, drawn while the device works
   backend_.synchronize();
+  if (!host_optimizer_) {
+    loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / world;
+    check_finite("loss", loss);
+    norm = std::sqrt(*host_.sum_of_squares.as<double>());
+    check_finite("gradient norm", norm);
+  }
+  ++step_;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}, {}};
-  stats.forward_ms = pass.forward_ms;
-  stats.backward_ms = pass.backward_ms;
+  for (const PassMarks& pass : passes) {
+    stats.forward_ms += backend_.elapsed_ms(*pass.start, *pass.loss_done);
+    stats.backward_ms += backend_.elapsed_ms(*pass.loss_done, *pass.end);
+  }
   stats.comm = schedule_.take_stats();
   if (host_optimizer_) {
     // The host's update of this step runs on into the next one; these are the phases finished so far (the
@@ -188,6 +227,10 @@ StepStats Trainer::step() {
     stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   }
   return stats;
+}
+
+void Trainer::check_finite(const char* what, double value) const {
+  if (!std::isfinite(value)) throw Error(cat("the ", what, " is ", value, " at step ", step_ + 1));
 }
 
 std::vector<std::vector<float>> Trainer::gather_parameters() {

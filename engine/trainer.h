@@ -14,6 +14,7 @@
 #include "engine/offload_strategy.h"
 #include "engine/parameter_store.h"
 #include "engine/token_source.h"
+#include "engine/token_uploads.h"
 #include "engine/zero_config.h"
 #include "engine/zero_schedule.h"
 #include "kernels/backend.h"
@@ -54,7 +55,8 @@ struct StepStats {
   double grad_norm = 0;      // before clipping
   double seconds = 0;        // wall-clock time of the whole step
   int64_t tokens = 0;        // on all ranks
-  // Device time of the phases (the rest of `seconds` is host work, copies and waiting).
+  // Device time of the phases (the rest of `seconds` is host work, copies and waiting); optimizer_ms counts
+  // the gradient norm and the clipping factor with the update.
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   StepCommStats comm;
   OffloadTimes offload;  // the offload strategies' phases (zero without offload)
@@ -68,6 +70,9 @@ class Trainer {
   Trainer(const Trainer&) = delete;  // its store and model refer to its layout
   Trainer& operator=(const Trainer&) = delete;
 
+  // One optimizer step. Without a host optimizer the whole step is queued on the device (the loss, the norm
+  // and the clipping factor computed there) and the host waits once, at its end; a non-finite loss or norm
+  // then throws, the update having skipped itself.
   StepStats step();
   // Every unit's weights in fp32 on the host, unpadded, whole (gathered from the shards where partitioned).
   // Collective: every rank must call it.
@@ -90,6 +95,9 @@ class Trainer {
   Communicator& communicator() { return *comm_; }
 
  private:
+  // Throws "the <what> is <value> at step <n>" when value is not finite.
+  void check_finite(const char* what, double value) const;
+
   TrainingOptions options_;
   Backend& backend_;
   TrackingAllocator& allocator_;
@@ -103,7 +111,18 @@ class Trainer {
   ZeroSchedule schedule_;
   std::unique_ptr<HostOptimizer> host_optimizer_;  // the offload strategies'
   int64_t speculative_units_ = 0;
+  // Page-locked host memory (beside a GPU) for what a step copies in the device's queue: token batches in, the
+  // step's loss and gradient norm out.
+  TrackingAllocator staging_;
+  TokenUploads uploads_;
   Buffer inputs_, targets_;
+  // The step's scalars where its work runs: the mean loss and the gradients' sum of squares (f64), the
+  // clipping factor (f32); and the first two on the host, copied there at the end of the step.
+  struct StepScalars {
+    Tensor loss, sum_of_squares, clip_factor;
+  };
+  Buffer device_scalars_, host_scalars_;
+  StepScalars device_, host_;
   int64_t step_ = 0;
 };
 

@@ -324,12 +324,22 @@ void ZeroSchedule::finish_gradients() {
   grad_slots_.settle();  // every reduce-scatter that read a gradient slot is done
 }
 
-double ZeroSchedule::gradient_sum_of_squares() {
+std::vector<Tensor> ZeroSchedule::optimizer_gradients() const {
   std::vector<Tensor> grads;
   for (size_t u = 0; u < store_.unit_count(); ++u) grads.push_back(store_.optimizer_grad(u));
-  const double local = backend_.sum_of_squares(grads);
-  // Stage 0's gradients are whole and identical on every rank; elsewhere each rank has its shards.
+  return grads;
+}
+
+// Stage 0's gradients are whole and identical on every rank; elsewhere each rank has its shards, and the
+// square of the norm is the sum over ranks.
+double ZeroSchedule::gradient_sum_of_squares() {
+  const double local = backend_.sum_of_squares(optimizer_gradients());
   return store_.sharded_optimizer() ? comm_.sum_over_ranks(local) : local;
+}
+
+void ZeroSchedule::gradient_sum_of_squares_into(Tensor& total) {
+  backend_.sum_of_squares_into(optimizer_gradients(), total);
+  if (store_.sharded_optimizer()) comm_.wait(comm_.all_reduce_sum(total));
 }
 
 void ZeroSchedule::publish_parameters() {

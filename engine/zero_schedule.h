@@ -62,6 +62,8 @@ class ZeroSchedule final : public UnitAccess {
   void finish_gradients();
   // The sum of the squared gradient entries over the whole model (all ranks' shards where partitioned).
   double gradient_sum_of_squares();
+  // The same into total (f64 [1] on the device), queued: compute work issued after it sees the sum.
+  void gradient_sum_of_squares_into(Tensor& total);
   // Offload: the host optimizer that updates the weights (attach before the first step).
   void attach(HostOptimizer* host) { host_ = host; }
   // Offload, after finish_gradients: waits for the gradients' copies to the host, then starts the host
@@ -84,6 +86,8 @@ class ZeroSchedule final : public UnitAccess {
   void backward_done(size_t unit) override;
 
  private:
+  // Every unit's gradient as the optimizer reads it (this rank's shard where partitioned).
+  std::vector<Tensor> optimizer_gradients() const;
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit

@@ -60,6 +60,13 @@ class Backend {
   // Marks the current point of the work; elapsed_ms waits for `end` and returns the time between the two.
   virtual std::unique_ptr<TimingEvent> record_event() = 0;
   virtual double elapsed_ms(const TimingEvent& start, const TimingEvent& end) = 0;
+  // Blocks the host until the device has passed `event`.
+  virtual void wait_for(const TimingEvent& event) = 0;
+  // As copy, but queued behind the work issued so far and returning at once: host memory on either side must
+  // be page-locked (a PinnedHostMemory's) and left alone, src unchanged and dst unread, until the device has
+  // passed the copy (synchronize, or wait_for an event recorded after it). How a step runs without the host
+  // waiting for the device until its end.
+  virtual void copy_queued(const Tensor& src, Tensor& dst) = 0;
 
   // --- embedding ------------------------------------------------------------------------------------------
   // out[n] = table[ids[n]] (or out[n] += table[ids[n]] when accumulate). ids [N], table [V, C], out [N, C].
@@ -151,6 +158,15 @@ class Backend {
   // Sum of the squares of every element of every tensor, accumulated in fp64 in a fixed order
   // (deterministic); the square of the global gradient norm.
   virtual double sum_of_squares(const std::vector<Tensor>& tensors) = 0;
+  // The same sum into total (f64 [1] on this backend's device), queued: nothing waits for it.
+  virtual void sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) = 0;
+  // total (f64 [1]) += scale * the sum of values ([N], stats dtype), added in a fixed order (deterministic):
+  // the step's mean loss, gathered where the per-token losses are.
+  virtual void accumulate_sum(const Tensor& values, double scale, Tensor& total) = 0;
+  // factor (f32 [1]) = torch.nn.utils.clip_grad_norm_'s factor, min(1, max_norm / (sqrt(sum_of_squares) +
+  // 1e-6)) computed in fp64 (1 when max_norm is 0), or NaN when sum_of_squares or loss (f64 [1] each) is not
+  // finite: optimizer_step given that factor (OptimizerParams::grad_factor) then leaves everything as it was.
+  virtual void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) = 0;
   // One update of master [n] (fp32) from grad [n]; m and v [n] (fp32) are the optimizer state (v unused by SGD).
   // When params_out is not empty it receives the updated master converted to its dtype (the model copy).
   virtual void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

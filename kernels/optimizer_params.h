@@ -24,6 +24,10 @@ struct OptimizerParams {
   int64_t step = 1;       // 1-based, for Adam's bias correction
   // Every gradient is multiplied by this first: the global-norm clipping factor (and any loss-scale undo).
   float grad_scale = 1.0f;
+  // When set (an address on the backend's device, written by Backend::clip_factor), the update reads its
+  // gradient factor there instead of grad_scale, and skips itself, writing nothing, when that factor is not
+  // finite: a step clips by a norm the host has not seen. The host optimizer takes grad_scale only.
+  const float* grad_factor = nullptr;
 
   friend bool operator==(const OptimizerParams&, const OptimizerParams&) = default;
 };

@@ -52,20 +52,21 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets) {
   return mean_loss();
 }
 
-double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale, PassTimes* times) {
-  const auto start = backend_.record_event();
+double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
+  queue_forward_backward(tokens, targets, loss_scale);
+  return mean_loss();
+}
+
+PassMarks Transformer::queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
+  PassMarks marks;
+  marks.start = backend_.record_event();
   forward_to_logits(tokens);
   const float grad_scale = loss_scale / float(batch_ * seq_);
   backend_.cross_entropy_forward_backward(acts_.logits, targets, config_.vocab_size, grad_scale, acts_.losses);
-  const auto loss_done = backend_.record_event();
+  marks.loss_done = backend_.record_event();
   backward_from_logit_gradients(tokens);
-  const auto end = backend_.record_event();
-  const double loss = mean_loss();  // waits for the device, so reading the events below costs nothing more
-  if (times) {
-    times->forward_ms += backend_.elapsed_ms(*start, *loss_done);
-    times->backward_ms += backend_.elapsed_ms(*loss_done, *end);
-  }
-  return loss;
+  marks.end = backend_.record_event();
+  return marks;
 }
 
 void Transformer::forward_to_logits(const Tensor& tokens) {

@@ -14,10 +14,10 @@
 
 namespace zb {
 
-// Device time of forward_backward calls, split where the loss has been computed.
-struct PassTimes {
-  double forward_ms = 0;
-  double backward_ms = 0;
+// Points on the device's clock in one queued forward_backward: its start, where its loss had been computed,
+// its end. Read (Backend::elapsed_ms) once the device is past them.
+struct PassMarks {
+  std::unique_ptr<TimingEvent> start, loss_done, end;
 };
 
 class Transformer {
@@ -39,9 +39,12 @@ class Transformer {
   double forward(const Tensor& tokens, const Tensor& targets);
   // Forward, then backward: adds loss_scale * d(mean loss)/d(parameter) to every bound gradient (or writes it,
   // for the units whose owner says so: see UnitAccess::backward_needs).
-  // Returns the mean loss; adds the device time of each half to *times when given.
-  double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f,
-                          PassTimes* times = nullptr);
+  // Returns the mean loss, waiting for the device.
+  double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f);
+  // The same queued on the backend without waiting: the per-token losses are in losses() once the device is
+  // past the returned marks' loss_done.
+  PassMarks queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale);
+  const Tensor& losses() const { return acts_.losses; }
 
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }

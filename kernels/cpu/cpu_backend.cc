@@ -1,9 +1,11 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 
+#include "kernels/clip_factor.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/op_checks.h"
 
@@ -265,13 +267,41 @@ double CpuBackend::sum_of_squares(const std::vector<Tensor>& tensors) {
   return total;
 }
 
+void CpuBackend::sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) {
+  checks::expect(total, "sum_of_squares total", Shape{1}, DType::f64, kCpu);
+  *total.as<double>() = sum_of_squares(tensors);
+}
+
+void CpuBackend::accumulate_sum(const Tensor& values, double scale, Tensor& total) {
+  checks::on_device(values, kCpu, "accumulate_sum values");
+  checks::expect(total, "accumulate_sum total", Shape{1}, DType::f64, kCpu);
+  double sum = 0;
+  dispatch_real(values.dtype, [&]<typename T>() {
+    for (int64_t i = 0; i < values.numel(); ++i) sum += double(values.as<T>()[i]);
+  });
+  *total.as<double>() += scale * sum;
+}
+
+void CpuBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) {
+  checks::expect(sum_of_squares, "clip_factor sum_of_squares", Shape{1}, DType::f64, kCpu);
+  checks::expect(loss, "clip_factor loss", Shape{1}, DType::f64, kCpu);
+  checks::expect(factor, "clip_factor factor", Shape{1}, DType::f32, kCpu);
+  *factor.as<float>() = zb::clip_factor(*sum_of_squares.as<double>(), *loss.as<double>(), max_norm);
+}
+
 void CpuBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                                 const OptimizerParams& params) {
   checks::optimizer(master, grad, m, v, params_out, params.kind != OptimizerKind::sgd, kCpu);
   ZB_CHECK(grad.dtype == master.dtype, "the CPU optimizer takes gradients in the master dtype");
+  OptimizerParams resolved = params;
+  if (params.grad_factor) {
+    if (!std::isfinite(*params.grad_factor)) return;  // a skipped step: see OptimizerParams::grad_factor
+    resolved.grad_scale = *params.grad_factor;
+    resolved.grad_factor = nullptr;
+  }
   dispatch_real(master.dtype, [&]<typename T>() {
     cpu::optimizer_step<T>(master.as<T>(), grad.as<T>(), m.as<T>(), v.empty() ? nullptr : v.as<T>(), master.numel(),
-                           params);
+                           resolved);
   });
   if (!params_out.empty()) convert(master, params_out);
 }

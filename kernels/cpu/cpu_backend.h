@@ -16,6 +16,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
   std::unique_ptr<TimingEvent> record_event() override;
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
+  void wait_for(const TimingEvent&) override {}  // the work is done when each call returns
+  void copy_queued(const Tensor& src, Tensor& dst) override { copy(src, dst); }
 
   void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
@@ -57,6 +59,9 @@ class CpuBackend final : public Backend {
                                       Tensor& losses) override;
 
   double sum_of_squares(const std::vector<Tensor>& tensors) override;
+  void sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) override;
+  void accumulate_sum(const Tensor& values, double scale, Tensor& total) override;
+  void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
 };

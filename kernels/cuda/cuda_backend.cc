@@ -91,11 +91,7 @@ cuda::Scratch CudaBackend::scratch(size_t bytes) {
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
-  for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
-    ZB_CHECK(t->device.is_cpu() || t->device == device(), "copy between ", src.device.to_string(), " and ",
-             dst.device.to_string(), " on ", device().to_string());
-  }
-  ZB_CHECK(src.bytes() == dst.bytes(), "copy of ", src.describe(), " into ", dst.describe());
+  check_copy(src, dst);
   if (src.bytes() == 0) return;
   if (src.device.is_cpu() && dst.device.is_cpu()) {
     std::memmove(dst.data, src.data, src.bytes());
@@ -103,6 +99,19 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
   ZB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream_));
   if (src.device.is_cpu() || dst.device.is_cpu()) ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::check_copy(const Tensor& src, const Tensor& dst) const {
+  for (const Tensor* t : {&src, &dst}) {
+    ZB_CHECK(t->device.is_cpu() || t->device == device(), "copy between ", src.device.to_string(), " and ",
+             dst.device.to_string(), " on ", device().to_string());
+  }
+  ZB_CHECK(src.bytes() == dst.bytes(), "copy of ", src.describe(), " into ", dst.describe());
+}
+
+void CudaBackend::copy_queued(const Tensor& src, Tensor& dst) {
+  check_copy(src, dst);
+  if (src.bytes()) ZB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream_));
 }
 
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
@@ -122,6 +131,10 @@ void CudaBackend::fill_zero(Tensor& t) {
 void CudaBackend::synchronize() { ZB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 std::unique_ptr<TimingEvent> CudaBackend::record_event() { return std::make_unique<CudaTimingEvent>(stream_); }
+
+void CudaBackend::wait_for(const TimingEvent& event) {
+  ZB_CUDA_CHECK(cudaEventSynchronize(dynamic_cast<const CudaTimingEvent&>(event).event));
+}
 
 double CudaBackend::elapsed_ms(const TimingEvent& start, const TimingEvent& end) {
   const auto& a = dynamic_cast<const CudaTimingEvent&>(start);
@@ -476,9 +489,21 @@ void CudaBackend::cross_entropy_forward_backward(Tensor& logits, const Tensor& t
 }
 
 double CudaBackend::sum_of_squares(const std::vector<Tensor>& tensors) {
-  const int64_t slots = int64_t(tensors.size()) * cuda::kSquarePartialsPerTensor;
-  const cuda::Scratch s = scratch(size_t(slots + 1) * sizeof(double));
-  auto* partials = static_cast<double*>(s.data);
+  const cuda::Scratch s = scratch(kScratchTotalBytes);
+  Tensor total(s.data, Shape{1}, DType::f64, device());
+  sum_of_squares_into(tensors, total);
+  double result = 0;
+  ZB_CUDA_CHECK(cudaMemcpyAsync(&result, total.data, sizeof result, cudaMemcpyDeviceToHost, stream_));
+  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return result;
+}
+
+void CudaBackend::sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) {
+  checks::expect(total, "sum_of_squares total", Shape{1}, DType::f64, device());
+  const size_t slots = tensors.size() * cuda::kSquarePartialsPerTensor;
+  // The partials go after the scratch's first bytes, where sum_of_squares keeps the total.
+  const cuda::Scratch s = scratch(kScratchTotalBytes + slots * sizeof(double));
+  auto* partials = reinterpret_cast<double*>(static_cast<char*>(s.data) + kScratchTotalBytes);
   for (size_t i = 0; i < tensors.size(); ++i) {
     checks::on_device(tensors[i], device(), "sum_of_squares input");
     dispatch(tensors[i].dtype, [&]<typename T>() {
@@ -486,11 +511,21 @@ double CudaBackend::sum_of_squares(const std::vector<Tensor>& tensors) {
                                        partials + i * cuda::kSquarePartialsPerTensor, stream_);
     });
   }
-  cuda::sum_partials(partials, slots, partials + slots, stream_);
-  double result = 0;
-  ZB_CUDA_CHECK(cudaMemcpyAsync(&result, partials + slots, sizeof result, cudaMemcpyDeviceToHost, stream_));
-  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return result;
+  cuda::sum_partials(partials, int64_t(slots), total.as<double>(), stream_);
+}
+
+void CudaBackend::accumulate_sum(const Tensor& values, double scale, Tensor& total) {
+  checks::on_device(values, device(), "accumulate_sum values");
+  checks::expect(total, "accumulate_sum total", Shape{1}, DType::f64, device());
+  ZB_CHECK(values.dtype == DType::f32, "accumulate_sum takes fp32 values, not ", dtype_name(values.dtype));
+  cuda::accumulate_sum(values.as<float>(), values.numel(), scale, total.as<double>(), stream_);
+}
+
+void CudaBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) {
+  checks::expect(sum_of_squares, "clip_factor sum_of_squares", Shape{1}, DType::f64, device());
+  checks::expect(loss, "clip_factor loss", Shape{1}, DType::f64, device());
+  checks::expect(factor, "clip_factor factor", Shape{1}, DType::f32, device());
+  cuda::clip_factor(sum_of_squares.as<double>(), loss.as<double>(), max_norm, factor.as<float>(), stream_);
 }
 
 void CudaBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

@@ -74,6 +74,8 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   std::unique_ptr<TimingEvent> record_event() override;
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
+  void wait_for(const TimingEvent& event) override;
+  void copy_queued(const Tensor& src, Tensor& dst) override;
 
   void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
@@ -119,12 +121,17 @@ class CudaBackend final : public Backend {
                                       Tensor& losses) override;
 
   double sum_of_squares(const std::vector<Tensor>& tensors) override;
+  void sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) override;
+  void accumulate_sum(const Tensor& values, double scale, Tensor& total) override;
+  void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
 
  private:
+  void check_copy(const Tensor& src, const Tensor& dst) const;
   // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
   cuda::Scratch scratch(size_t bytes);
+  static constexpr size_t kScratchTotalBytes = 256;  // sum_of_squares' total, before its partials
   // A linear layer's backward once its input-gradient GEMM (plain or with the DGELU epilogue) is set: the bias
   // gradient (our reduction unless BGRADB is chosen), that GEMM and the weight-gradient GEMM, the latter on the
   // side stream at the same time where weight_gradients_ says so and both GEMMs' algorithms are chosen (timing

@@ -1,6 +1,8 @@
 // The fused optimizer update (AdamW, Adam, SGD with momentum) over fp32 master weights and moments, with
 // the gradient scale (clipping) folded in and the model's copy of the weights written in its dtype; and the
-// deterministic sum of squares behind the global gradient norm.
+// deterministic sum of squares behind the global gradient norm; and the step's other scalars (the loss summed
+// over tokens, the clipping factor), kept on the device so that a step runs without the host reading them.
+#include "kernels/clip_factor.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -14,6 +16,13 @@ constexpr int kThreads = 256;
 struct AdamStep {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
   bool decoupled;
+  const float* grad_factor;  // see OptimizerParams::grad_factor
+  // Takes the device's gradient factor where there is one; false when it says to skip the step.
+  __device__ __forceinline__ bool resolve_factor() {
+    if (grad_factor == nullptr) return true;
+    grad_scale = *grad_factor;
+    return isfinite(grad_scale);
+  }
   __device__ __forceinline__ float apply(float p, float& m, float& v, float grad) const {
     float g = grad * grad_scale;
     if (!decoupled) g += weight_decay * p;
@@ -27,7 +36,7 @@ struct AdamStep {
 template <typename T>
 __global__ void adam_kernel(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n, AdamStep step) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  if (i >= n || !step.resolve_factor()) return;
   float mi = m[i], vi = v[i];
   const float p = step.apply(master[i], mi, vi, to_float(grad[i]));
   m[i] = mi;
@@ -48,7 +57,7 @@ template <typename T>
 __global__ void adam4_kernel(float4* master, const Four<T>* grad, float4* m, float4* v, Four<T>* params_out,
                              int64_t quads, AdamStep step) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= quads) return;
+  if (i >= quads || !step.resolve_factor()) return;
   const Four<T> g = grad[i];
   float4 p = master[i], mi = m[i], vi = v[i];
   p.x = step.apply(p.x, mi.x, vi.x, to_float(g.v[0]));
@@ -63,9 +72,13 @@ __global__ void adam4_kernel(float4* master, const Four<T>* grad, float4* m, flo
 
 template <typename T>
 __global__ void sgd_kernel(float* master, const T* grad, float* momentum_buffer, T* params_out, int64_t n, float lr,
-                           float momentum, float weight_decay, float grad_scale) {
+                           float momentum, float weight_decay, float grad_scale, const float* grad_factor) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  if (grad_factor) {  // see OptimizerParams::grad_factor
+    grad_scale = *grad_factor;
+    if (!isfinite(grad_scale)) return;
+  }
   float p = master[i];
   const float g = to_float(grad[i]) * grad_scale + weight_decay * p;
   const float b = momentum * momentum_buffer[i] + g;
@@ -130,7 +143,37 @@ __global__ void sum_partials_kernel(const double* partials, int64_t count, doubl
   if (threadIdx.x == 0) *result = sums[0];
 }
 
+// One block: thread i adds values i, i + kThreads, ... in order (in fp64), then a fixed tree over the threads;
+// total += scale * sum.
+__global__ void accumulate_sum_kernel(const float* values, int64_t n, double scale, double* total) {
+  __shared__ double sums[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += double(values[i]);
+  sums[threadIdx.x] = acc;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *total += scale * sums[0];
+}
+
+__global__ void clip_factor_kernel(const double* sum_of_squares, const double* loss, float max_norm, float* factor) {
+  *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm);
+}
+
 }  // namespace
+
+void accumulate_sum(const float* values, int64_t n, double scale, double* total, cudaStream_t stream) {
+  accumulate_sum_kernel<<<1, kThreads, 0, stream>>>(values, n, scale, total);
+  ZB_CUDA_CHECK_LAUNCH();
+}
+
+void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float* factor,
+                 cudaStream_t stream) {
+  clip_factor_kernel<<<1, 1, 0, stream>>>(sum_of_squares, loss, max_norm, factor);
+  ZB_CUDA_CHECK_LAUNCH();
+}
 
 template <typename T>
 void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n,
@@ -139,13 +182,13 @@ void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_
   const unsigned blocks = blocks_for(n, kThreads);
   if (p.kind == OptimizerKind::sgd) {
     sgd_kernel<<<blocks, kThreads, 0, stream>>>(master, grad, m, params_out, n, p.lr, p.momentum, p.weight_decay,
-                                                p.grad_scale);
+                                                p.grad_scale, p.grad_factor);
   } else {
     // In double, as torch computes them: 1 - 0.999f in float is already 1.3e-5 relative off.
     const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
     const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-    const AdamStep step{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
-                        p.kind == OptimizerKind::adamw};
+    const AdamStep step{p.lr,  p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
+                        p.kind == OptimizerKind::adamw, p.grad_factor};
     // The first n - n % 4 elements four at a time where every array allows it, the rest one at a time.
     const auto aligned = [](const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
     const int64_t quads =

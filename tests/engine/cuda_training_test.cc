@@ -7,6 +7,7 @@
 #include "engine/trainer.h"
 #include "models/model_registry.h"
 #include "support/cuda_fixture.h"
+#include "support/trainer_state.h"
 
 namespace zb {
 namespace {
@@ -149,6 +150,26 @@ TEST_F(CudaTraining, OutOfMemoryReleasesEverythingAndTrainingContinues) {
   allocator->set_limit(std::nullopt);
   Trainer trainer(options, *gpu, *allocator, *data);
   EXPECT_TRUE(std::isfinite(trainer.step().loss));
+}
+
+// The whole step is queued with the clipping factor computed on the GPU: a NaN loss makes that factor NaN, the
+// update skips itself, and the host, reading the loss at the end of the step, throws.
+TEST_F(CudaTraining, ANonFiniteLossThrowsAndLeavesTheStateAsItWas) {
+  TrainingOptions options;
+  options.model = resolve_model("gpt2-tiny");
+  options.dtype = DType::bf16;
+  auto data = make_synthetic_tokens({options.batch, options.seq, 0, 1}, options.model.vocab_size, 3);
+  Trainer trainer(options, *gpu, *allocator, *data);
+  EXPECT_TRUE(std::isfinite(trainer.step().loss));
+  test::plant_nan_weight(*gpu, trainer.store());
+  const auto before = test::optimizer_state(*gpu, trainer.store());
+  try {
+    trainer.step();
+    FAIL() << "a NaN loss went through";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss is nan at step 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::optimizer_state(*gpu, trainer.store()), before);
 }
 
 }  // namespace

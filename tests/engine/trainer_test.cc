@@ -10,6 +10,7 @@
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
+#include "support/trainer_state.h"
 
 namespace zb {
 namespace {
@@ -124,6 +125,26 @@ TEST(Trainer, OutOfMemoryIsThrownAndEverythingIsReleased) {
   allocator.set_limit(std::nullopt);
   Trainer trainer(options, backend, allocator, *data);
   EXPECT_GT(trainer.step().loss, 0.0) << "and the process goes on";
+}
+
+// A NaN loss stops the step with an error naming it, and the update, clipped on the backend by a factor it
+// computed itself, left weights and moments as they were.
+TEST(Trainer, ANonFiniteLossThrowsAndLeavesTheStateAsItWas) {
+  const TrainingOptions options = tiny_options("gpt2-tiny");
+  CpuBackend backend;
+  TrackingAllocator allocator(std::make_unique<HostMemory>());
+  auto data = make_synthetic_tokens({options.batch, options.seq, 0, 1}, options.model.vocab_size, 1);
+  Trainer trainer(options, backend, allocator, *data);
+  EXPECT_TRUE(std::isfinite(trainer.step().loss));
+  test::plant_nan_weight(backend, trainer.store());
+  const auto before = test::optimizer_state(backend, trainer.store());
+  try {
+    trainer.step();
+    FAIL() << "a NaN loss went through";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss is nan at step 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(test::optimizer_state(backend, trainer.store()), before);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The optimizer updates against torch.optim's definitions, written out step by step, and the
-// deterministic sum of squares behind global-norm clipping.
+// The optimizer updates against torch.optim's definitions, written out step by step; the deterministic sum
+// of squares behind global-norm clipping, the clipping factor, and the step's loss summed where it lives.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -13,6 +13,8 @@ namespace zb {
 namespace {
 
 using test::view;
+
+Tensor scalar(double* value) { return Tensor(value, Shape{1}, DType::f64, Device::cpu()); }
 
 class CpuOptimizer : public ::testing::Test {
  protected:
@@ -101,6 +103,63 @@ TEST_F(CpuOptimizer, SumOfSquaresIsExactAndThreadCountIndependent) {
   omp_set_num_threads(threads);
   EXPECT_EQ(one_thread, many_threads) << "the same bits whatever the thread count";
   EXPECT_NEAR(one_thread, expected, 1e-9 * expected);
+}
+
+// The factor of torch.nn.utils.clip_grad_norm_, and NaN (the step skipped) for a non-finite norm or loss.
+TEST_F(CpuOptimizer, ClipFactorFollowsTorchAndFlagsNonFiniteSteps) {
+  auto factor_of = [&](double sum_of_squares, double loss, float max_norm) {
+    double ss = sum_of_squares, l = loss;
+    float f = -1.0f;
+    Tensor ss_t = scalar(&ss), l_t = scalar(&l), f_t(&f, Shape{1}, DType::f32, Device::cpu());
+    backend.clip_factor(ss_t, l_t, max_norm, f_t);
+    return f;
+  };
+  const double sum_of_squares = 4.0 + rnd.uniform(1, 0.0, 1.0)[0];
+  EXPECT_EQ(factor_of(sum_of_squares, 2.5, 1.0f), float(1.0 / (std::sqrt(sum_of_squares) + 1e-6)));
+  EXPECT_EQ(factor_of(sum_of_squares, 2.5, 10.0f), 1.0f) << "a norm under the bound is left alone";
+  EXPECT_EQ(factor_of(sum_of_squares, 2.5, 0.0f), 1.0f) << "max_norm 0: no clipping";
+  const double nan = std::nan(""), inf = INFINITY;
+  EXPECT_TRUE(std::isnan(factor_of(nan, 2.5, 1.0f)));
+  EXPECT_TRUE(std::isnan(factor_of(inf, 2.5, 1.0f)));
+  EXPECT_TRUE(std::isnan(factor_of(sum_of_squares, nan, 1.0f)));
+  EXPECT_TRUE(std::isnan(factor_of(sum_of_squares, -inf, 0.0f))) << "even without clipping";
+}
+
+// A factor read at the update scales as grad_scale does; a NaN one leaves weights and moments untouched.
+TEST_F(CpuOptimizer, AFactorReadAtTheUpdateActsAsGradScaleOrSkipsTheStep) {
+  const int64_t n = 40;
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::adam, OptimizerKind::sgd}) {
+    OptimizerParams by_value{kind, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f, 2, 0.375f};
+    OptimizerParams by_address = by_value;
+    by_address.grad_scale = 7.0f;  // ignored when the factor is read from grad_factor
+    float factor = 0.375f;
+    by_address.grad_factor = &factor;
+    const auto grads = std::vector<std::vector<double>>{rnd.normal(n), rnd.normal(n)};
+    const auto initial = rnd.normal(n);
+    EXPECT_EQ(run(by_address, initial, grads), run(by_value, initial, grads)) << optimizer_kind_name(kind);
+    factor = std::nan("");
+    const auto skipped = run(by_address, initial, grads);
+    for (const auto& params : skipped) EXPECT_EQ(params, initial) << optimizer_kind_name(kind);
+  }
+}
+
+TEST_F(CpuOptimizer, AccumulateSumAddsTheScaledSumInOrder) {
+  const int64_t n = 1000;
+  for (const bool f64 : {false, true}) {
+    auto values = rnd.normal(n);
+    std::vector<float> values32(values.begin(), values.end());
+    double expected = 0.75, sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += f64 ? values[i] : double(values32[i]);
+    expected += 0.125 * sum;
+    double total = 0.75;
+    Tensor total_t = scalar(&total);
+    if (f64) {
+      backend.accumulate_sum(view(values, {n}), 0.125, total_t);
+    } else {
+      backend.accumulate_sum(view(values32, {n}), 0.125, total_t);
+    }
+    EXPECT_EQ(total, expected) << (f64 ? "fp64" : "fp32") << " values";
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "kernels/clip_factor.h"
 #include "kernels/cuda/gemm_algorithm_timing.h"
 #include "support/cuda_fixture.h"
 
@@ -521,6 +522,66 @@ TEST_P(CudaOps, OptimizersAndGradientScale) {
     EXPECT_EQ(download(g_params), representable(download(g_master), dt()))
         << "the model copy is the master rounded to its dtype";
   }
+}
+
+// The update reading its factor on the device: as grad_scale with that value, bit for bit; a NaN factor (a
+// step whose loss or norm was not finite) leaves the weights, moments and model copy as they were.
+TEST_P(CudaOps, OptimizerReadsItsFactorOnTheDevice) {
+  for (const auto& [n, kind] : {std::pair<int64_t, OptimizerKind>{5000, OptimizerKind::adamw}, {5003, OptimizerKind::adamw},
+                                {5003, OptimizerKind::sgd}}) {
+    SCOPED_TRACE(cat(optimizer_kind_name(kind), ", ", n, " elements"));
+    const OptimizerParams by_value{kind, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 3, 0.375f};
+    auto master = rnd.normal<float>(n), m = rnd.normal<float>(n, 0.01), v = rnd.uniform<float>(n, 0.0, 1e-3);
+    auto grad = normal(n);
+    auto run = [&](const OptimizerParams& p) {
+      Tensor g_master = upload(master, {n}, DType::f32), g_m = upload(m, {n}, DType::f32);
+      Tensor g_v = upload(v, {n}, DType::f32), g_params = up(master, {n});
+      gpu->optimizer_step(g_master, up(grad, {n}), g_m, g_v, g_params, p);
+      return std::vector<std::vector<float>>{download(g_master), download(g_m), download(g_v), download(g_params)};
+    };
+    Tensor factor = poisoned({1}, DType::f32);
+    const double sum_of_squares = std::pow(1.0 / 0.375 - 1e-6, 2);  // a factor of 0.375 for max_norm 1
+    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(2.0), 1.0f, factor);
+    EXPECT_EQ(download(factor)[0], clip_factor(sum_of_squares, 2.0, 1.0f)) << "the host's formula";
+    OptimizerParams by_address = by_value;
+    by_address.grad_scale = 7.0f;  // not read
+    by_address.grad_factor = factor.as<float>();
+    const auto expected = run(OptimizerParams{by_value.kind, by_value.lr, by_value.beta1, by_value.beta2,
+                                              by_value.eps, by_value.weight_decay, by_value.momentum, 3,
+                                              download(factor)[0]});
+    EXPECT_EQ(run(by_address), expected);
+    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(std::nan("")), 1.0f, factor);
+    EXPECT_TRUE(std::isnan(download(factor)[0]));
+    const auto skipped = run(by_address);
+    EXPECT_EQ(skipped[0], master);
+    EXPECT_EQ(skipped[1], m);
+    EXPECT_EQ(skipped[2], v);
+    EXPECT_EQ(skipped[3], representable(master, dt()));
+  }
+}
+
+// The step's loss summed on the device against the CPU's sum in order, and the sum of squares into a device
+// scalar as the returning form computes it.
+TEST_P(CudaOps, StepScalarsOnTheDevice) {
+  const int64_t n = 16384 + 37;
+  auto losses = rnd.uniform<float>(n, 0.0, 12.0);
+  Tensor total = upload_scalar(0.5);
+  gpu->accumulate_sum(upload(losses, {n}, DType::f32), 0.25, total);
+  gpu->accumulate_sum(upload(losses, {n}, DType::f32), 0.25, total);
+  double expected = 0.5;
+  std::vector<float> host = losses;
+  for (int i = 0; i < 2; ++i) {
+    Tensor cpu_total(&expected, Shape{1}, DType::f64, Device::cpu());
+    cpu.accumulate_sum(view(host, {n}), 0.25, cpu_total);
+  }
+  EXPECT_NEAR(download_scalar(total), expected, 1e-13 * expected) << "fp64 sums in another order";
+
+  const std::vector<std::vector<float>> parts = {normal(1000), normal(77777)};
+  std::vector<Tensor> gpu_views;
+  for (const auto& part : parts) gpu_views.push_back(up(part, {int64_t(part.size())}));
+  Tensor sum_of_squares = upload_scalar(std::nan(""));
+  gpu->sum_of_squares_into(gpu_views, sum_of_squares);
+  EXPECT_EQ(download_scalar(sum_of_squares), gpu->sum_of_squares(gpu_views));
 }
 
 TEST_P(CudaOps, SumOfSquaresAndConversion) {

@@ -62,6 +62,20 @@ class CudaFixture {
     return upload(std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()), shape, dtype);
   }
 
+  // A one-element fp64 tensor on the GPU holding value, and its value read back.
+  Tensor upload_scalar(double value) {
+    buffers.push_back(allocator->allocate(Shape{1}, DType::f64, MemoryPool::workspace));
+    Tensor t = buffers.back().view(Shape{1}, DType::f64);
+    gpu->copy(Tensor(&value, Shape{1}, DType::f64, Device::cpu()), t);
+    return t;
+  }
+  double download_scalar(const Tensor& t) {
+    double value = 0;
+    Tensor h(&value, Shape{1}, DType::f64, Device::cpu());
+    gpu->copy(t, h);
+    return value;
+  }
+
   std::vector<float> download(const Tensor& t) {
     std::vector<float> host(t.numel());
     if (t.dtype == DType::bf16) {
