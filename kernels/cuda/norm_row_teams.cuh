@@ -186,7 +186,15 @@ __global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
   if (in_team < rows_per_team && first + in_team < last) {
     row_stats[team][in_team] = make_float2(kLayerNorm ? mean[first + in_team] : 0.0f, rstd[first + in_team]);
   }
-  team_barrier(team, team_threads);
+  // The weight, the same for every row, in fp32 in shared memory (where the teams' sums go at the end): read
+  // from memory and converted once a block, not once a row.
+  float* const weights = team_sums;
+  for (int j = int(threadIdx.x); j < vectors; j += int(blockDim.x)) {
+    float w[8];
+    load8(weight + int64_t(j) * 8, w);
+    store8(weights + int64_t(j) * 8, w);
+  }
+  __syncthreads();
 
   float gain[kV][8] = {}, bias[kV][8] = {};
   for (int64_t row = first; row < last; ++row) {
@@ -195,20 +203,25 @@ __global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
     mma::cp_async_wait<kStagedRows - 1>();  // this thread's copies of this row have landed
     const T* const here = staged + int64_t(i % kStagedRows) * 3 * c;
     const float mu = row_stats[team][i].x, rs = row_stats[team][i].y;
-    float g[kV][8], xhat[kV][8];
+    // dout is taken into the gain and bias sums as it arrives, then replaced by dnorm = dout * weight, all the
+    // second half needs of it: fewer registers live across the team sum.
+    float dnorm[kV][8], xhat[kV][8];
     float sum_dnorm = 0.0f, sum_dnorm_xhat = 0.0f;
 #pragma unroll
     for (int k = 0; k < kV; ++k) {
       const int j = in_team + k * team_threads;
       if (j >= vectors) continue;
       float w[8];
-      load8(here + int64_t(j) * 8, g[k]), load8(here + c + int64_t(j) * 8, xhat[k]);
-      load8(weight + int64_t(j) * 8, w);
+      load8(here + int64_t(j) * 8, dnorm[k]), load8(here + c + int64_t(j) * 8, xhat[k]);
+      load8(weights + int64_t(j) * 8, w);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         xhat[k][e] = (xhat[k][e] - mu) * rs;
-        sum_dnorm += g[k][e] * w[e];
-        sum_dnorm_xhat += g[k][e] * w[e] * xhat[k][e];
+        gain[k][e] += dnorm[k][e] * xhat[k][e];
+        if constexpr (kLayerNorm) bias[k][e] += dnorm[k][e];
+        dnorm[k][e] *= w[e];
+        sum_dnorm += dnorm[k][e];
+        sum_dnorm_xhat += dnorm[k][e] * xhat[k][e];
       }
     }
     const float2 sums = team_sum2(sum_dnorm, sum_dnorm_xhat, slots[team], team, team_threads, i & 1);
@@ -217,18 +230,15 @@ __global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
     for (int k = 0; k < kV; ++k) {
       const int j = in_team + k * team_threads;
       if (j >= vectors) continue;
-      float w[8], d[8];
-      load8(weight + int64_t(j) * 8, w), load8(here + 2 * c + int64_t(j) * 8, d);
+      float d[8];
+      load8(here + 2 * c + int64_t(j) * 8, d);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        d[e] += rs * (g[k][e] * w[e] - mean_dnorm - xhat[k][e] * mean_dnorm_xhat);
-        gain[k][e] += g[k][e] * xhat[k][e];
-        if constexpr (kLayerNorm) bias[k][e] += g[k][e];
-      }
+      for (int e = 0; e < 8; ++e) d[e] += rs * (dnorm[k][e] - mean_dnorm - xhat[k][e] * mean_dnorm_xhat);
       store8(dx + row * c + int64_t(j) * 8, d);
     }
   }
   mma::cp_async_wait<0>();
+  __syncthreads();  // every team is done with the weights before the teams' sums take their place
 
   // The teams' sums, added in team order into team 0's registers; then team 0 writes the chunk's partials.
   for (int from = 1; from < teams; ++from) {
