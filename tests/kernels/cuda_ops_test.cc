@@ -42,6 +42,7 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
     return write == GradWrite::add ? up(host, shape) : poisoned(shape, dt());
   }
   void cross_entropy_case(int64_t n, int64_t padded, int64_t vocab);
+  void embedding_case(int64_t n, int64_t v, int64_t c);
   void expect_close(const Tensor& gpu_result, const std::vector<float>& reference, const char* what) {
     EXPECT_LE(relative_error(download(gpu_result), reference), tolerance(gpu_result.dtype)) << what;
   }
@@ -50,8 +51,14 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
   ::testing::ScopedTrace trace{__FILE__, __LINE__, rnd.trace()};
 };
 
+// 8 columns a thread where rows are whole 16-byte vectors (136: fewer vectors than a warp's lanes, 600: more),
+// one otherwise (36).
 TEST_P(CudaOps, EmbeddingForwardAndBackward) {
-  const int64_t n = 300, v = 97, c = 136;
+  for (const int64_t c : {136, 600, 36}) embedding_case(300, 97, c);
+}
+
+void CudaOps::embedding_case(int64_t n, int64_t v, int64_t c) {
+  SCOPED_TRACE(cat(c, " columns"));
   auto ids = rnd.ids(n, int32_t(v));
   auto table = normal(v * c), dout = normal(n * c), dtable = normal(v * c), base = normal(n * c);
   std::vector<float> ref(n * c), ref_acc = base, ref_dtable = dtable;
