@@ -45,6 +45,13 @@ size_t offload_host_bytes(const TrainingOptions& options, const ParameterLayout&
                                    options.offload == OffloadStrategy::nvme);
 }
 
+// Host memory the device copies to and from: page-locked beside a GPU, so that the copies run at full speed
+// and asynchronously; ordinary memory (of that alignment) for the CPU backend.
+std::unique_ptr<RawMemory> host_memory_beside(const Backend& backend, size_t alignment = 64) {
+  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
+  return std::make_unique<HostMemory>(alignment);
+}
+
 // Host memory for offloaded state: page-locked beside a GPU (copies at full speed, no staging by the driver).
 // An offload strategy's needs are checked first, before anything is allocated.
 std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const TrainingOptions& options,
@@ -59,15 +66,7 @@ std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const Trainin
                                                        : std::string()));
     }
   }
-  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
-  return std::make_unique<HostMemory>(AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
-}
-
-// Where the copies a step queues go to or come from on the host: page-locked beside a GPU, so that they are
-// asynchronous.
-std::unique_ptr<RawMemory> staging_memory(const Backend& backend) {
-  if (backend.device().is_cuda()) return std::make_unique<PinnedHostMemory>();
-  return std::make_unique<HostMemory>();
+  return host_memory_beside(backend, AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
 }
 
 // The units that get spare state for speculative updates: in the order their gradients land (the last block
@@ -114,7 +113,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
              geometry_for(options, *comm_), &host_allocator_),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
       schedule_(store_, model_, backend, *comm_, allocator, options_.zero),
-      staging_(staging_memory(backend)),
+      staging_(host_memory_beside(backend)),
       uploads_(data, backend, staging_, options.batch * options.seq) {
   validate(options.zero);
   store_.initialize(backend, options.seed);
@@ -136,19 +135,15 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
-  // Three 8-byte slots: loss, sum of squares, clipping factor.
+  // 8-byte slots: loss, sum of squares, and on the device the clipping factor.
   device_scalars_ = allocator.allocate(Shape{3}, DType::f64, MemoryPool::workspace);
   host_scalars_ = staging_.allocate(Shape{2}, DType::f64, MemoryPool::workspace);
-  auto scalars_of = [](const Buffer& b, bool with_factor) {
-    const Tensor all = b.view(Shape{3 - !with_factor}, DType::f64);
-    auto* base = static_cast<double*>(all.data);
-    StepScalars out{Tensor(base, Shape{1}, DType::f64, all.device), Tensor(base + 1, Shape{1}, DType::f64, all.device),
-                    {}};
-    if (with_factor) out.clip_factor = Tensor(base + 2, Shape{1}, DType::f32, all.device);
-    return out;
+  auto slot = [](const Buffer& b, int index, DType dtype) {
+    return Tensor(static_cast<double*>(b.data()) + index, Shape{1}, dtype, b.device());
   };
-  device_ = scalars_of(device_scalars_, true);
-  host_ = scalars_of(host_scalars_, false);
+  device_ = {slot(device_scalars_, 0, DType::f64), slot(device_scalars_, 1, DType::f64),
+             slot(device_scalars_, 2, DType::f32)};
+  host_ = {slot(host_scalars_, 0, DType::f64), slot(host_scalars_, 1, DType::f64), {}};
 }
 
 StepStats Trainer::step() {
@@ -180,10 +175,8 @@ StepStats Trainer::step() {
   if (host_optimizer_) {
     // The host updates the weights, so it needs the loss and the norm now.
     backend_.copy(device_.loss, host_.loss);
-    loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / world;
-    check_finite("loss", loss);
-    norm = std::sqrt(schedule_.gradient_sum_of_squares());
-    check_finite("gradient norm", norm);
+    loss = checked_loss();
+    norm = checked_norm(schedule_.gradient_sum_of_squares());
     params.grad_scale = clip_factor(norm * norm, loss, options_.grad_clip);
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
   } else {
@@ -205,10 +198,8 @@ StepStats Trainer::step() {
   uploads_.prefetch();  // the next step's first batch, drawn while the device works
   backend_.synchronize();
   if (!host_optimizer_) {
-    loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / world;
-    check_finite("loss", loss);
-    norm = std::sqrt(*host_.sum_of_squares.as<double>());
-    check_finite("gradient norm", norm);
+    loss = checked_loss();
+    norm = checked_norm(*host_.sum_of_squares.as<double>());
   }
   ++step_;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -229,8 +220,17 @@ StepStats Trainer::step() {
   return stats;
 }
 
-void Trainer::check_finite(const char* what, double value) const {
-  if (!std::isfinite(value)) throw Error(cat("the ", what, " is ", value, " at step ", step_ + 1));
+// Every rank sees the same loss and norm, so all of them stop together on a non-finite one.
+double Trainer::checked_loss() {
+  const double loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / comm_->size();
+  if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
+  return loss;
+}
+
+double Trainer::checked_norm(double sum_of_squares) const {
+  const double norm = std::sqrt(sum_of_squares);
+  if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
+  return norm;
 }
 
 std::vector<std::vector<float>> Trainer::gather_parameters() {

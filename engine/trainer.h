@@ -95,8 +95,10 @@ class Trainer {
   Communicator& communicator() { return *comm_; }
 
  private:
-  // Throws "the <what> is <value> at step <n>" when value is not finite.
-  void check_finite(const char* what, double value) const;
+  // The step's mean loss over all ranks, from host_.loss (this rank's); the gradient norm from the sum of
+  // squares. Each throws "the loss / gradient norm is <value> at step <n>" when it is not finite.
+  double checked_loss();
+  double checked_norm(double sum_of_squares) const;
 
   TrainingOptions options_;
   Backend& backend_;

@@ -89,8 +89,7 @@ __global__ void embedding_backward_kernel(const int32_t* sorted_ids, const int32
 // Whole 8-column vectors with 16-byte accesses: c % 8 == 0 and every row start 16-byte aligned.
 template <typename T>
 bool eight_wide(int64_t c, const T* a, const T* b) {
-  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return c % 8 == 0 && (c * int64_t(sizeof(T))) % 16 == 0 && aligned16(a) && aligned16(b);
+  return c % 8 == 0 && vectorizable<T>(c, a, b);
 }
 
 // Scratch layout: sorted ids | positions | sorted positions | CUB's temporary storage.
@@ -130,13 +129,9 @@ template <typename T>
 void embedding_forward(const int32_t* ids, const T* table, T* out, int64_t n, int64_t c, bool accumulate,
                        cudaStream_t stream) {
   if (n * c == 0) return;
-  if (eight_wide(c, table, static_cast<const T*>(out))) {
-    embedding_forward_kernel<T, 8><<<blocks_for(n * c / 8, kThreads), kThreads, 0, stream>>>(ids, table, out, n, c,
-                                                                                              accumulate);
-  } else {
-    embedding_forward_kernel<T, 1><<<blocks_for(n * c, kThreads), kThreads, 0, stream>>>(ids, table, out, n, c,
-                                                                                          accumulate);
-  }
+  const bool wide = eight_wide(c, table, static_cast<const T*>(out));
+  auto* kernel = wide ? embedding_forward_kernel<T, 8> : embedding_forward_kernel<T, 1>;
+  kernel<<<blocks_for(n * c / (wide ? 8 : 1), kThreads), kThreads, 0, stream>>>(ids, table, out, n, c, accumulate);
   ZB_CUDA_CHECK_LAUNCH();
 }
 

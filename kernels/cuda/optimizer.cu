@@ -13,16 +13,19 @@ namespace {
 constexpr int kThreads = 256;
 
 // One element of Adam(W), in the order torch's single-tensor AdamW computes it.
+// Takes the device's gradient factor into grad_scale where there is one (OptimizerParams::grad_factor); false
+// when it says to skip the step.
+__device__ __forceinline__ bool resolve_factor(const float* grad_factor, float& grad_scale) {
+  if (grad_factor == nullptr) return true;
+  grad_scale = *grad_factor;
+  return isfinite(grad_scale);
+}
+
 struct AdamStep {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
   bool decoupled;
   const float* grad_factor;  // see OptimizerParams::grad_factor
-  // Takes the device's gradient factor where there is one; false when it says to skip the step.
-  __device__ __forceinline__ bool resolve_factor() {
-    if (grad_factor == nullptr) return true;
-    grad_scale = *grad_factor;
-    return isfinite(grad_scale);
-  }
+  __device__ __forceinline__ bool resolve_factor() { return zb::cuda::resolve_factor(grad_factor, grad_scale); }
   __device__ __forceinline__ float apply(float p, float& m, float& v, float grad) const {
     float g = grad * grad_scale;
     if (!decoupled) g += weight_decay * p;
@@ -74,11 +77,7 @@ template <typename T>
 __global__ void sgd_kernel(float* master, const T* grad, float* momentum_buffer, T* params_out, int64_t n, float lr,
                            float momentum, float weight_decay, float grad_scale, const float* grad_factor) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  if (grad_factor) {  // see OptimizerParams::grad_factor
-    grad_scale = *grad_factor;
-    if (!isfinite(grad_scale)) return;
-  }
+  if (i >= n || !resolve_factor(grad_factor, grad_scale)) return;
   float p = master[i];
   const float g = to_float(grad[i]) * grad_scale + weight_decay * p;
   const float b = momentum * momentum_buffer[i] + g;
@@ -129,33 +128,30 @@ __global__ void sum_of_squares_kernel(const T* x, int64_t n, double* partials) {
   }
 }
 
-// One block: thread i adds partials i, i + kThreads, ... in order, then a fixed tree over the threads.
-__global__ void sum_partials_kernel(const double* partials, int64_t count, double* result) {
+// The sum of values[0..count) in fp64 by one block of kThreads, the same bits every run: thread i adds
+// values i, i + kThreads, ... in order, then a fixed tree over the threads. Valid in thread 0.
+template <typename T>
+__device__ double block_sum_in_order(const T* values, int64_t count) {
   __shared__ double sums[kThreads];
   double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+  for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += double(values[i]);
   sums[threadIdx.x] = acc;
   __syncthreads();
   for (int width = kThreads / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *result = sums[0];
+  return sums[0];
 }
 
-// One block: thread i adds values i, i + kThreads, ... in order (in fp64), then a fixed tree over the threads;
-// total += scale * sum.
+__global__ void sum_partials_kernel(const double* partials, int64_t count, double* result) {
+  const double sum = block_sum_in_order(partials, count);
+  if (threadIdx.x == 0) *result = sum;
+}
+
 __global__ void accumulate_sum_kernel(const float* values, int64_t n, double scale, double* total) {
-  __shared__ double sums[kThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += double(values[i]);
-  sums[threadIdx.x] = acc;
-  __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *total += scale * sums[0];
+  const double sum = block_sum_in_order(values, n);
+  if (threadIdx.x == 0) *total += scale * sum;
 }
 
 __global__ void clip_factor_kernel(const double* sum_of_squares, const double* loss, float max_norm, float* factor) {
@@ -187,7 +183,7 @@ void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_
     // In double, as torch computes them: 1 - 0.999f in float is already 1.3e-5 relative off.
     const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
     const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-    const AdamStep step{p.lr,  p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
+    const AdamStep step{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
                         p.kind == OptimizerKind::adamw, p.grad_factor};
     // The first n - n % 4 elements four at a time where every array allows it, the rest one at a time.
     const auto aligned = [](const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
