@@ -6,6 +6,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
@@ -51,19 +54,59 @@ inline unsigned blocks_for(int64_t work, int per_block) {
   return unsigned(blocks);
 }
 
-// The most dynamic shared memory a block of this GPU may opt in to (227 KB on an H100 or H200).
-inline size_t max_shared_memory_per_block() {
-  int device = 0, bytes = 0;
+// What launches ask of the current GPU, read once per device rather than queried by the driver at every
+// launch (host time only: no step measured faster for it, the host being ahead of the GPU).
+struct DeviceLimits {
+  size_t shared_per_block = 0;  // the most dynamic shared memory a block may opt in to (227 KB on an H100/H200)
+  int multiprocessors = 0;
+};
+
+inline const DeviceLimits& current_device_limits() {
+  constexpr int kMaxDevices = 64;
+  static DeviceLimits limits[kMaxDevices];
+  static std::once_flag read[kMaxDevices];
+  int device = 0;
   ZB_CUDA_CHECK(cudaGetDevice(&device));
-  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(bytes);
+  ZB_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ", device, " beyond the ", kMaxDevices, " supported");
+  std::call_once(read[device], [&] {
+    int bytes = 0, sms = 0;
+    ZB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    ZB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    limits[device] = {size_t(bytes), sms};
+  });
+  return limits[device];
 }
 
-// The registers a thread of `kernel` holds, as compiled.
+inline size_t max_shared_memory_per_block() { return current_device_limits().shared_per_block; }
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory on the current device, setting the attribute only
+// when it grows (once per kernel and device in practice).
 template <typename Kernel>
-int registers_per_thread(Kernel kernel) {
+void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;
+  int device = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  size_t& current = allowed[{reinterpret_cast<const void*>(kernel), device}];
+  if (bytes <= current) return;
+  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  current = bytes;
+}
+
+// The registers a thread of `kernel` holds, as compiled for the current device (asked once per kernel and device).
+template <typename Kernel>
+int registers_per_thread(Kernel* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int> registers;
+  int device = 0;
+  ZB_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+  if (const auto known = registers.find(key); known != registers.end()) return known->second;
   cudaFuncAttributes attributes{};
   ZB_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  registers[key] = attributes.numRegs;
   return attributes.numRegs;
 }
 

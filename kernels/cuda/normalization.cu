@@ -229,7 +229,7 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   const int64_t chunks = column_chunks(n);
   float* const partials = column_partials(scratch, chunks, c);
   auto* kernel = norm_backward_fused_kernel<T, kLayerNorm>;
-  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedNormShared)));
+  allow_dynamic_shared_memory(kernel, kFusedNormShared);
   kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
                                                                 partials);
   ZB_CUDA_CHECK_LAUNCH();
@@ -260,7 +260,7 @@ bool team_norm_backward(const T* dout, const T* x, const T* weight, const float*
   const int64_t chunks = column_chunks(n);
   float* const partials = column_partials(scratch, chunks, c);
   const size_t bytes = team_backward_shared_bytes(teams, c, sizeof(T), kOutputs);
-  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  allow_dynamic_shared_memory(kernel, bytes);
   kernel<<<unsigned(chunks), teams * team.threads, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
                                                                     team.threads, partials);
   ZB_CUDA_CHECK_LAUNCH();
