@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -74,39 +75,37 @@ int run(const Flags& f) {
   p.weight_decay = 0.01f;
   std::printf("cpu_optimizer_bench: AdamW over %lld parameters, %d OpenMP threads, best level %s\n", (long long)n,
               omp_get_max_threads(), std::string(zb::simd_level_name(zb::best_simd_level())).c_str());
+  // Times `step` (the median of the repeats after one warm-up, which starts the threads and maps the pages) and
+  // prints its line; step(r) runs repeat r (0: the warm-up).
+  auto time_line = [&](const std::string& kind, const char* label, const std::function<void(int64_t)>& step) {
+    step(0);
+    std::vector<double> seconds;
+    for (int64_t r = 1; r <= f.repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      step(r);
+      seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const double median = seconds[seconds.size() / 2];
+    std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n", kind.c_str(), label, median * 1e3,
+                n / median / 1e9, 28.0 * n / median / 1e9);
+  };
   auto measure = [&](zb::SimdLevel level, void* weights_out, const char* label, bool aside = false) {
     zb::CpuOptimizerShard shard{master.get(), grad.get(), m.get(), v.get(), weights_out, n};
     if (aside) {
       shard = {spare_master.get(), grad.get(), spare_m.get(), spare_v.get(), weights_out, n};
       shard.master_in = master.get(), shard.m_in = m.get(), shard.v_in = v.get();
     }
-    zb::cpu_optimizer_step(shard, p, level);  // warm-up: threads started, pages mapped
-    std::vector<double> seconds;
-    for (int64_t r = 0; r < f.repeats; ++r) {
-      p.step = r + 2;
-      const auto start = std::chrono::steady_clock::now();
+    time_line(std::string(zb::simd_level_name(level)), label, [&](int64_t r) {
+      p.step = r + 1;
       zb::cpu_optimizer_step(shard, p, level);
-      seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(seconds.begin(), seconds.end());
-    const double median = seconds[seconds.size() / 2];
-    std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n",
-                std::string(zb::simd_level_name(level)).c_str(), label, median * 1e3, n / median / 1e9,
-                28.0 * n / median / 1e9);
+    });
   };
   for (int level = 0; level <= int(zb::best_simd_level()); ++level) measure(zb::SimdLevel(level), grad.get(), "in place");
   measure(zb::best_simd_level(), out.get(), "separate output");
   measure(zb::best_simd_level(), out.get(), "aside (speculative)", /*aside=*/true);
-  std::vector<double> seconds;
-  for (int64_t r = 0; r <= f.repeats; ++r) {  // the first is a warm-up
-    const auto start = std::chrono::steady_clock::now();
-    same_traffic_as_the_update(master.get(), m.get(), v.get(), grad.get(), n);
-    if (r > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
-  std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n", "memory", "same bytes, no AdamW",
-              median * 1e3, n / median / 1e9, 28.0 * n / median / 1e9);
+  time_line("memory", "same bytes, no AdamW",
+            [&](int64_t) { same_traffic_as_the_update(master.get(), m.get(), v.get(), grad.get(), n); });
   return 0;
 }
 
