@@ -13,15 +13,15 @@ namespace {
 
 constexpr int kSimpleWarpsPerBlock = 4;
 
-// Raises a kernel's dynamic shared-memory limit, after checking that this GPU offers that much per block, and
+// Raises a flash kernel's dynamic shared-memory limit, after checking that this GPU offers that much per block, and
 // asks for the largest shared-memory carveout: left to the driver, it chose 135 KB on an H200 (ncu), room for
 // two blocks of 56 KB where registers allow three. The kernels' copies bypass L1 (cp.async.cg).
 template <typename Kernel>
-void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+void configure_flash_kernel(Kernel kernel, size_t bytes) {
   const size_t limit = max_shared_memory_per_block();
   ZB_CHECK(bytes <= limit, "the flash-attention kernels need ", bytes, " bytes of shared memory per block; this ",
            "GPU offers ", limit, " (head size 128 in bf16 needs a Hopper- or A100-class GPU for now)");
-  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  allow_dynamic_shared_memory(kernel, bytes);
   ZB_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
 }
@@ -37,7 +37,7 @@ void check_flash_launch(const AttentionShape& s, const void* a, const void* b) {
 template <int D>
 void flash_forward(const bf16* qkv, const AttentionShape& s, bf16* out, float* lse, float scale, cudaStream_t stream) {
   check_flash_launch(s, qkv, out);
-  static const bool configured = (allow_dynamic_smem(flash::forward_kernel<D>, flash::forward_smem<D>()), true);
+  static const bool configured = (configure_flash_kernel(flash::forward_kernel<D>, flash::forward_smem<D>()), true);
   (void)configured;
   const dim3 grid(unsigned((s.seq + flash::kRows - 1) / flash::kRows), unsigned(s.batch * s.heads));
   flash::forward_kernel<D><<<grid, flash::kThreads, flash::forward_smem<D>(), stream>>>(qkv, s, out, lse, scale);
@@ -49,8 +49,8 @@ void flash_backward(const bf16* dout, const bf16* qkv, const float* lse, const f
                     bf16* dqkv, float scale, cudaStream_t stream) {
   check_flash_launch(s, qkv, dqkv);
   check_flash_launch(s, dout, qkv);
-  static const bool configured = (allow_dynamic_smem(flash::dkdv_kernel<D>, flash::dkdv_smem<D>()),
-                                  allow_dynamic_smem(flash::dq_kernel<D>, flash::dq_smem<D>()), true);
+  static const bool configured = (configure_flash_kernel(flash::dkdv_kernel<D>, flash::dkdv_smem<D>()),
+                                  configure_flash_kernel(flash::dq_kernel<D>, flash::dq_smem<D>()), true);
   (void)configured;
   const unsigned blocks = unsigned((s.seq + flash::kRows - 1) / flash::kRows);
   flash::dkdv_kernel<D><<<dim3(blocks, unsigned(s.batch * s.kv_heads)), flash::kThreads, flash::dkdv_smem<D>(),

@@ -79,35 +79,49 @@ inline const DeviceLimits& current_device_limits() {
 
 inline size_t max_shared_memory_per_block() { return current_device_limits().shared_per_block; }
 
+// A value kept per kernel and device, for launch settings asked of (or given to) the driver once rather than at
+// every launch. with(kernel, fn) runs fn on the current device's value, value-initialised on first use, under
+// a lock.
+template <typename Value>
+class PerKernelAndDevice {
+ public:
+  template <typename Fn>
+  auto with(const void* kernel, Fn fn) {
+    int device = 0;
+    ZB_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return fn(values_[{kernel, device}]);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<const void*, int>, Value> values_;
+};
+
 // Lets `kernel` launch with `bytes` of dynamic shared memory on the current device, setting the attribute only
 // when it grows (once per kernel and device in practice).
 template <typename Kernel>
 void allow_dynamic_shared_memory(Kernel* kernel, size_t bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, size_t> allowed;
-  int device = 0;
-  ZB_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mutex);
-  size_t& current = allowed[{reinterpret_cast<const void*>(kernel), device}];
-  if (bytes <= current) return;
-  ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  current = bytes;
+  static PerKernelAndDevice<size_t> allowed;
+  allowed.with(reinterpret_cast<const void*>(kernel), [&](size_t& current) {
+    if (bytes <= current) return;
+    ZB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    current = bytes;
+  });
 }
 
 // The registers a thread of `kernel` holds, as compiled for the current device (asked once per kernel and device).
 template <typename Kernel>
 int registers_per_thread(Kernel* kernel) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, int> registers;
-  int device = 0;
-  ZB_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mutex);
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-  if (const auto known = registers.find(key); known != registers.end()) return known->second;
-  cudaFuncAttributes attributes{};
-  ZB_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  registers[key] = attributes.numRegs;
-  return attributes.numRegs;
+  static PerKernelAndDevice<int> registers;  // 0: not asked yet
+  return registers.with(reinterpret_cast<const void*>(kernel), [&](int& known) {
+    if (known == 0) {
+      cudaFuncAttributes attributes{};
+      ZB_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+      known = attributes.numRegs;
+    }
+    return known;
+  });
 }
 
 // True when every pointer is 16-byte aligned and n is a whole number of 16-byte vectors of T.
