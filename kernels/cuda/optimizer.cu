@@ -12,7 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One element of Adam(W), in the order torch's single-tensor AdamW computes it.
 // Takes the device's gradient factor into grad_scale where there is one (OptimizerParams::grad_factor); false
 // when it says to skip the step.
 __device__ __forceinline__ bool resolve_factor(const float* grad_factor, float& grad_scale) {
@@ -21,6 +20,7 @@ __device__ __forceinline__ bool resolve_factor(const float* grad_factor, float& 
   return isfinite(grad_scale);
 }
 
+// One element of Adam(W), in the order torch's single-tensor AdamW computes it.
 struct AdamStep {
   float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
   bool decoupled;
