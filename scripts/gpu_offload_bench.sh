@@ -25,7 +25,7 @@ if [[ ${TORCH:-1} == 1 && ${CPU_BENCH:-1} == 1 ]]; then
   build-gpu/bin/cpu_optimizer_bench --params 268435456 --repeats 5 > "$out/cpu_optimizer_bench.log" 2>&1
   python3 "$anchors/cpu_adam.py" > "$out/cpu_adam.json" 2>&1
   table+=("$(grep -E 'in place' "$out/cpu_optimizer_bench.log" | tail -1 | sed 's/^/CPU AdamW ours: /')")
-  table+=("$(grep -E 'no AdamW' "$out/cpu_optimizer_bench.log" | sed 's/^/host memory floor for its bytes: /')")
+  table+=("$(grep -E 'no AdamW' "$out/cpu_optimizer_bench.log" | sed 's/^/the same bytes without AdamW (a reference, not a floor): /')")
   table+=("$(grep -oP '"impl": "fused".*' "$out/cpu_adam.json" | sed 's/^/CPU AdamW PyTorch: /')")
 fi
 

@@ -1,5 +1,5 @@
 // The cpu_optimizer_bench program as a user meets it: a small run prints one line per SIMD level and form of
-// the update, and the memory floor beside them, each with a positive rate; bad input exits with code 2 and a
+// the update, and the same bytes without AdamW beside them, each with a positive rate; bad input exits with code 2 and a
 // message naming the flag.
 #include <gtest/gtest.h>
 
