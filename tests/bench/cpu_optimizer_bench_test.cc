@@ -1,6 +1,6 @@
 // The cpu_optimizer_bench program as a user meets it: a small run prints one line per SIMD level and form of
-// the update, and the same bytes without AdamW beside them, each with a positive rate; bad input exits with code 2 and a
-// message naming the flag.
+// the update, and the same bytes moved without AdamW beside them, each with a positive rate; bad input exits
+// with code 2 and a message naming the flag.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -20,7 +20,7 @@ double rate_of(const std::string& output, const std::string& label) {
   return std::regex_search(output, match, line) ? std::stod(match[1].str()) : -1.0;
 }
 
-TEST(CpuOptimizerBench, PrintsEachFormAndTheMemoryFloor) {
+TEST(CpuOptimizerBench, PrintsEachFormAndTheSameBytesWithoutAdamW) {
   const auto r = run_program("cpu_optimizer_bench", "--params 200003 --repeats 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* label : {"scalar  in place", "separate output", "aside \\(speculative\\)",
