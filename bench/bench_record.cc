@@ -24,6 +24,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   };
   j["stage"] = r.stage;
   j["strategy"] = r.strategy;
+  j["offload_ratio"] = r.offload_ratio;
   j["status"] = r.status;
   j["error"] = r.error;
   j["model"] = r.model;

@@ -25,7 +25,8 @@ struct RunEnvironment {
 struct BenchRecord {
   // The configuration.
   int stage = 0;
-  std::string strategy = "none";
+  std::string strategy = "none";  // with its offload ratio where below 1: "cpu_optimizer:0.8"
+  double offload_ratio = 1.0;     // the share of the optimizer state offloaded (1 without offload too)
   int repeat = 1;  // how many times it ran (the step statistics pool every run's timed steps)
   std::string model;
   int64_t parameters = 0;

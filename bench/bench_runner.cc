@@ -116,7 +116,11 @@ PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t param
   p.parameters = weight_bytes * psi / (stage == 3 ? n : 1);
   p.gradients = weight_bytes * psi / (stage >= 2 ? n : 1);
   p.optimizer_state = (master + moments) * psi / (stage >= 1 ? n : 1);
-  if (options.offload != OffloadStrategy::none) p.optimizer_state = 0;  // on the host or in files
+  if (options.offload != OffloadStrategy::none) {  // on the host or in files, but for a ratio's share
+    const ShardGeometry geometry{stage, 0, world, 0, true, options.offload == OffloadStrategy::cpu_full,
+                                 options.offload_ratio};
+    p.optimizer_state *= 1.0 - ParameterStore::host_optimizer_share(ParameterLayout(options.model), geometry);
+  }
   if (options.offload == OffloadStrategy::cpu_full) p.parameters = 0;   // only the units in use come up
   return p;
 }
@@ -136,7 +140,8 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   const int world = world_.size();
   BenchRecord r;
   r.stage = options.zero.stage;
-  r.strategy = std::string(offload_strategy_name(options.offload));
+  r.strategy = offload_spec_name(options.offload, options.offload_ratio);
+  r.offload_ratio = options.offload_ratio;
   r.repeat = int(settings_.repeat);
   r.model = options.model.name;
   r.parameters = ParameterLayout(options.model).total_numel();

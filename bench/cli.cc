@@ -49,6 +49,7 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "for its use); nvme (the optimizer state in a file per rank under --nvme-path, streamed through the CPU "
      "optimizer)")
     ("nvme-path", po::value(&v.nvme_path)->default_value(v.nvme_path), "folder of the nvme strategy's files")
+    ("offload-ratio", po::value(&v.offload_ratio)->default_value(v.offload_ratio), kOffloadRatioHelp)
     ("speculative-update", po::value(&v.speculative_update)->default_value(v.speculative_update, "true"),
      "cpu_optimizer and cpu_full: update each unit on the CPU as its gradient lands during backward, as if "
      "clipping left it unchanged, into spare host memory; kept when the step's norm is within --grad-clip, "
@@ -202,6 +203,8 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
       throw UsageError(cat("--nvme-path ", f.nvme_path, ": not writable"));
   }
   o.nvme_path = f.nvme_path;
+  parse_flag("offload-ratio", [&] { validate_offload_ratio(f.offload_ratio, o.offload); });
+  o.offload_ratio = f.offload_ratio;
   o.speculative_update = f.speculative_update;
   return run;
 }

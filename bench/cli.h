@@ -36,6 +36,7 @@ struct TrainingFlags {
   ZeroConfig zero;
   std::string offload = "none";
   std::string nvme_path;
+  double offload_ratio = 1.0;
   AioConfig aio;
   bool speculative_update = true;
 };
@@ -45,6 +46,13 @@ inline constexpr const char* kModelFlagHelp =
     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
     "or a Hugging Face config.json or a folder holding one";
+
+// The help of --offload-ratio, shared by train and zero_bench.
+inline constexpr const char* kOffloadRatioHelp =
+    "cpu_optimizer and nvme: the share of the optimizer state offloaded, in (0, 1] (DeepSpeed's "
+    "offload_optimizer.ratio); below 1, the last units of the model (whose gradients backward finishes first) "
+    "keep their fp32 master weights and moments on the GPU, up to the rest of the share, and the GPU updates "
+    "them while the CPU updates the others";
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 // The ZeRO knobs under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.

@@ -68,12 +68,14 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
       ("stages", po::value(&f.stages)->multitoken()->default_value(f.stages, "0 1 2 3"), "ZeRO stages to compare")
       ("offload", po::value(&t.offload)->default_value(t.offload),
        "offload strategy of every stage: none, cpu_optimizer, cpu_full or nvme")
+      ("offload-ratio", po::value(&t.offload_ratio)->default_value(t.offload_ratio), kOffloadRatioHelp)
       ("nvme-path", po::value(&t.nvme_path), "folder of the nvme strategy's files");
   } else {
     options.add_options()
       ("strategies", po::value(&f.strategies)->multitoken(),
        "offload strategies to compare: none, cpu_optimizer, cpu_full, nvme (default: none cpu_optimizer "
-       "cpu_full, and nvme too when --nvme-path is given)")
+       "cpu_full, and nvme too when --nvme-path is given); cpu_optimizer:R and nvme:R offload the share R "
+       "of the optimizer state, in (0, 1], and keep the rest on the GPU (DeepSpeed's offload_optimizer.ratio)")
       ("nvme-path", po::value(&t.nvme_path), "folder of the nvme strategy's files (must exist and be writable)")
       ("stage", po::value(&f.stage),
        "ZeRO stage of every strategy (default: 2 without parameter offload, 3 with it, i.e. for cpu_full)");
@@ -112,6 +114,8 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   if (kind == ComparisonKind::zero_stages && !given(vm, "offload") && (ds.offload_optimizer || ds.offload_param)) {
     t.offload = strategy_of(ds);
   }
+  if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio"))
+    t.offload_ratio = *ds.offload_ratio;
   if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
   if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;
   if (ds.grad_accum && !given(vm, "grad-accum")) t.grad_accum = *ds.grad_accum;
@@ -152,23 +156,55 @@ void require_writable_folder(const std::string& path, const char* flag) {
   if (::access(path.c_str(), W_OK) != 0) throw UsageError(cat("--", flag, " ", path, ": not writable"));
 }
 
-std::vector<OffloadStrategy> strategies_of(const ComparisonFlags& f) {
+struct StrategySpec {
+  OffloadStrategy strategy = OffloadStrategy::none;
+  double ratio = 1.0;
+};
+
+// NAME or NAME:RATIO.
+StrategySpec parse_strategy_spec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  StrategySpec out;
+  out.strategy = parse_offload_strategy(spec.substr(0, colon));
+  if (colon != std::string::npos) {
+    const std::string ratio = spec.substr(colon + 1);
+    size_t used = 0;
+    try {
+      out.ratio = std::stod(ratio, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (ratio.empty() || used != ratio.size()) {
+      throw UsageError(cat(spec, ": the ratio after the colon must be a number in (0, 1], got '", ratio, "'"));
+    }
+    try {
+      validate_offload_ratio(out.ratio, out.strategy);
+    } catch (const UsageError& e) {
+      throw UsageError(cat(spec, ": ", e.what()));
+    }
+  }
+  return out;
+}
+
+std::vector<StrategySpec> strategies_of(const ComparisonFlags& f) {
   std::vector<std::string> names = f.strategies;
   if (names.empty()) {
     names = {"none", "cpu_optimizer", "cpu_full"};
     if (!f.training.nvme_path.empty()) names.push_back("nvme");
   }
-  std::vector<OffloadStrategy> out;
+  std::vector<StrategySpec> out;
   std::set<std::string> seen;
   for (const std::string& name : names) {
-    OffloadStrategy strategy;
+    StrategySpec spec;
     try {
-      strategy = parse_offload_strategy(name);
+      spec = parse_strategy_spec(name);
     } catch (const UsageError& e) {
       throw UsageError(cat("--strategies: ", e.what()));
     }
-    if (!seen.insert(name).second) throw UsageError(cat("--strategies: ", name, " is named twice"));
-    out.push_back(strategy);
+    if (!seen.insert(offload_spec_name(spec.strategy, spec.ratio)).second) {
+      throw UsageError(cat("--strategies: ", name, " is named twice"));
+    }
+    out.push_back(spec);
   }
   return out;
 }
@@ -226,7 +262,11 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
 
   ComparisonPlan plan;
   plan.kind = kind;
-  std::vector<std::pair<int, OffloadStrategy>> runs;
+  struct Run {
+    int stage;
+    StrategySpec offload;
+  };
+  std::vector<Run> runs;
   if (kind == ComparisonKind::zero_stages) {
     if (f.stages.empty()) throw UsageError("--stages: name at least one stage (0, 1, 2 or 3)");
     std::set<int> seen;
@@ -240,9 +280,10 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
       throw UsageError(cat("--stage: must be 0, 1, 2 or 3, got ", f.stage));
     }
   }
-  const std::vector<OffloadStrategy> strategies =
-      kind == ComparisonKind::offload_strategies ? strategies_of(f) : std::vector<OffloadStrategy>{};
-  const bool wants_nvme = std::find(strategies.begin(), strategies.end(), OffloadStrategy::nvme) != strategies.end();
+  const std::vector<StrategySpec> strategies =
+      kind == ComparisonKind::offload_strategies ? strategies_of(f) : std::vector<StrategySpec>{};
+  const bool wants_nvme = std::any_of(strategies.begin(), strategies.end(),
+                                      [](const StrategySpec& s) { return s.strategy == OffloadStrategy::nvme; });
   if (wants_nvme && t.nvme_path.empty()) {
     throw UsageError("--strategies: nvme needs --nvme-path FOLDER (a folder on the NVMe drive to hold its files)");
   }
@@ -251,16 +292,17 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   require_writable_folder(f.output_dir, "output-dir");
 
   if (kind == ComparisonKind::zero_stages) {
-    for (int stage : f.stages) runs.emplace_back(stage, run.options.offload);
+    for (int stage : f.stages) runs.push_back({stage, {run.options.offload, run.options.offload_ratio}});
   } else {
-    for (OffloadStrategy strategy : strategies) {
-      runs.emplace_back(f.stage >= 0 ? f.stage : strategy == OffloadStrategy::cpu_full ? 3 : 2, strategy);
+    for (const StrategySpec& spec : strategies) {
+      runs.push_back({f.stage >= 0 ? f.stage : spec.strategy == OffloadStrategy::cpu_full ? 3 : 2, spec});
     }
   }
-  for (const auto& [stage, strategy] : runs) {
+  for (const auto& [stage, offload] : runs) {
     TrainingOptions options = run.options;
     options.zero.stage = stage;
-    options.offload = strategy;
+    options.offload = offload.strategy;
+    options.offload_ratio = offload.ratio;
     options.zero.overlap_comm = t.zero.overlap_comm;  // unset: the default of this stage and strategy
     options.zero.overlap_comm = overlap_comm_default(options.zero, options.offload);
     plan.configurations.push_back(options);

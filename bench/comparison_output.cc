@@ -51,6 +51,7 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   ds.offload_optimizer = o.offload == OffloadStrategy::none ? "none" : nvme ? "nvme" : "cpu";
   ds.offload_param = o.offload == OffloadStrategy::cpu_full ? "cpu" : "none";
   if (nvme) ds.nvme_path = o.nvme_path;
+  if (o.offload_ratio < 1) ds.offload_ratio = o.offload_ratio;
   ds.micro_batch = o.batch;
   ds.grad_accum = o.grad_accum;
   ds.precision = o.dtype == DType::bf16 ? "bf16" : "fp32";
@@ -114,6 +115,10 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
   }
   if (o.offload == OffloadStrategy::cpu_full && o.zero.stage < 3) {
     return "DeepSpeed offloads parameters only in stage 3: the config offloads the optimizer alone";
+  }
+  if (o.offload_ratio < 1 && o.zero.stage < 3) {
+    return "DeepSpeed applies offload_optimizer.ratio in stage 3 only: below it, DeepSpeed offloads all the "
+           "optimizer state";
   }
   return "";
 }

@@ -86,7 +86,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
     const bool names_strategy = kind == ComparisonKind::offload_strategies;
     RunProgress progress{
         i + 1, count, 0, 0,
-        configuration_label(options.zero.stage, std::string(offload_strategy_name(options.offload)), names_strategy)};
+        configuration_label(options.zero.stage, offload_spec_name(options.offload, options.offload_ratio), names_strategy)};
     BenchRecord record = runner.run(
         options, progress, [] { return interrupt_requested != 0; },
         [&](const RunProgress& p) { progress_line.show(p, i * steps_each + p.step, count * steps_each); });

@@ -130,6 +130,7 @@ class Reader {
 struct Offload {
   std::optional<std::string> device;
   std::optional<std::string> nvme_path;  // only where device is "nvme"
+  std::optional<double> ratio;           // offload_optimizer's only
 };
 
 Offload read_offload(const Reader& r, const json& zero, const std::string& name) {
@@ -145,6 +146,10 @@ Offload read_offload(const Reader& r, const json& zero, const std::string& name)
     offload.nvme_path = r.string(*section, "nvme_path", path + ".nvme_path", "a folder (a non-empty string)");
     // DeepSpeed's model takes the config without it, then fails when the swapper opens its files.
     if (!offload.nvme_path) r.fail(path + ".nvme_path", "required when the device is \"nvme\"");
+  }
+  if (name == "offload_optimizer") {
+    offload.ratio = r.number(*section, "ratio", path + ".ratio", /*zero_allowed=*/false);
+    if (offload.ratio && *offload.ratio > 1) r.fail(path + ".ratio", cat("must be in (0, 1], got ", *offload.ratio));
   }
   return offload;
 }
@@ -168,6 +173,7 @@ void read_zero(const Reader& r, const json& root, DeepSpeedConfig& c) {
   if (!param.device && r.boolean(*zero, "cpu_offload_param", "zero_optimization.cpu_offload_param").value_or(false))
     param.device = "cpu";
   c.offload_optimizer = optimizer.device;
+  c.offload_ratio = optimizer.ratio;
   c.offload_param = param.device;
   if (optimizer.nvme_path && param.nvme_path && *optimizer.nvme_path != *param.nvme_path)
     r.fail("zero_optimization.offload_param.nvme_path",
@@ -265,12 +271,17 @@ void put_positive(json& section, const char* key, const std::optional<Int>& valu
   section[key] = *value;
 }
 
-json offload_json(const std::string& device, const std::optional<std::string>& nvme_path, std::string_view name) {
+json offload_json(const std::string& device, const std::optional<std::string>& nvme_path, std::string_view name,
+                  const std::optional<double>& ratio = std::nullopt) {
   require(device == "none" || device == "cpu" || device == "nvme",
           cat(name, " must be \"none\", \"cpu\" or \"nvme\", got \"", device, "\""));
   json section = {{"device", device}};
   if (device == "none") return section;
   section["pin_memory"] = true;
+  if (ratio) {
+    require(*ratio > 0 && *ratio <= 1, cat(name, " ratio must be in (0, 1], got ", *ratio));
+    if (*ratio < 1) section["ratio"] = *ratio;
+  }
   if (device == "nvme") {
     require(nvme_path && !nvme_path->empty(), cat(name, " \"nvme\" needs nvme_path"));
     section["nvme_path"] = *nvme_path;
@@ -389,7 +400,7 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
   json zero = json::object();
   if (c.stage) zero["stage"] = *c.stage;
   if (c.offload_optimizer && stage >= 1)
-    zero["offload_optimizer"] = offload_json(*c.offload_optimizer, c.nvme_path, "offload_optimizer");
+    zero["offload_optimizer"] = offload_json(*c.offload_optimizer, c.nvme_path, "offload_optimizer", c.offload_ratio);
   if (c.offload_param && stage == 3)
     zero["offload_param"] = offload_json(*c.offload_param, c.nvme_path, "offload_param");
   const std::pair<const char*, const std::optional<int64_t>*> sizes[] = {

@@ -16,6 +16,9 @@ struct DeepSpeedConfig {
   std::optional<int> stage;                      // zero_optimization.stage, 0 to 3
   std::optional<std::string> offload_optimizer;  // zero_optimization.offload_optimizer.device: "none", "cpu" or "nvme"
   std::optional<std::string> offload_param;      // zero_optimization.offload_param.device: "none", "cpu" or "nvme"
+  // zero_optimization.offload_optimizer.ratio, in (0, 1]: the share of the optimizer state offloaded. (DeepSpeed
+  // applies it in stage 3 only; the engine in every stage.)
+  std::optional<double> offload_ratio;
   // The NVMe folder of whichever offload goes to "nvme" (the engine has one; two different paths are refused).
   std::optional<std::string> nvme_path;
   std::optional<int64_t> micro_batch;  // train_micro_batch_size_per_gpu

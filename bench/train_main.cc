@@ -66,9 +66,12 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
   if (const size_t host = trainer.host_allocator().total().peak) {
-    print(zb::cat("host memory of the ", zb::offload_strategy_name(o.offload), " strategy (",
+    const zb::ParameterStore& store = trainer.store();
+    print(zb::cat("host memory of the ", zb::offload_spec_name(o.offload, o.offload_ratio), " strategy (",
                   run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0; ",
-                  trainer.speculative_units(), " of ", trainer.layout().units().size(),
+                  std::round(1000 * zb::ParameterStore::host_optimizer_share(store.layout(), store.geometry())) / 10,
+                  "% of the optimizer state on the host; ", trainer.speculative_units(), " of ",
+                  trainer.layout().units().size(),
                   " units update speculatively during backward; ", zb::optimizer_threads_beside_training(),
                   " CPU optimizer threads"));
   }

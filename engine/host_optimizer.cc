@@ -40,9 +40,11 @@ size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, con
                                  bool needs_second_moment, bool nvme) {
   const size_t state_arrays = needs_second_moment ? 3 : 2;
   size_t state = 0, buffers = 0, weights = 0, largest = 0;
-  for (const ParameterUnit& unit : layout.units()) {
-    const size_t range = size_t(
-        ParameterStore::optimizer_numel(ParameterStore::padded_numel(unit.numel, geometry.world), geometry));
+  const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
+  for (size_t u = 0; u < on_host.size(); ++u) {
+    if (!on_host[u]) continue;  // updated on the device
+    const size_t range = size_t(ParameterStore::optimizer_numel(
+        ParameterStore::padded_numel(layout.unit(u).numel, geometry.world), geometry));
     largest = std::max(largest, range);
     state += range * sizeof(float) * state_arrays;
     buffers += range * dtype_size(dtype);
@@ -76,6 +78,11 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
   int64_t offset = 0;
   for (size_t u = 0; u < store.unit_count(); ++u) {
     Unit unit;
+    if (!store.optimizer_on_host(u)) {  // the device updates it: nothing of it here
+      units_.push_back(std::move(unit));
+      continue;
+    }
+    unit.on_host = true;
     unit.n = store.optimizer_grad(u).numel();
     const Shape shape{unit.n};
     unit.io = host_allocator.allocate(shape, dtype, MemoryPool::gradients);
@@ -95,11 +102,14 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
     file_ = std::make_unique<AioFile>(storage.path, storage.aio);
     size_t stage_bytes = 0;
     for (const Unit& unit : units_) stage_bytes = std::max(stage_bytes, state_bytes(unit));
-    for (Buffer& stage : nvme_stage_) stage = host_allocator.allocate(stage_bytes, MemoryPool::optimizer_state);
+    if (stage_bytes > 0) {
+      for (Buffer& stage : nvme_stage_) stage = host_allocator.allocate(stage_bytes, MemoryPool::optimizer_state);
+    }
   }
   // Initial state: the master from the layout's values, the moments zero.
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
+    if (!unit.on_host) continue;
     const std::vector<float> initial = initial_unit_values(store.layout(), u, seed, store.optimizer_begin(u), unit.n);
     if (storage.nvme) {
       char* stage = static_cast<char*>(nvme_stage_[0].data());
@@ -130,6 +140,7 @@ HostOptimizer::~HostOptimizer() {
 }
 
 Tensor HostOptimizer::gradient_buffer(size_t u) const {
+  ZB_CHECK(units_[u].on_host, "unit ", u, " is updated on the device, not by the host optimizer");
   return units_[u].io.view(Shape{units_[u].n}, store_.dtype());
 }
 
@@ -139,7 +150,9 @@ Tensor HostOptimizer::updated_weights(size_t u) const {
 
 
 void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<size_t>& order) {
-  ZB_CHECK(order.size() == units_.size(), "the update order names ", order.size(), " of ", units_.size(), " units");
+  const size_t on_host = size_t(std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.on_host; }));
+  ZB_CHECK(order.size() == on_host, "the update order names ", order.size(), " of the host's ", on_host, " units");
+  for (size_t u : order) ZB_CHECK(units_.at(u).on_host, "unit ", u, " is updated on the device");
   Shared& s = *shared_;
   {
     // Every unit of the last step is done, but its last NVMe writes may still run: they finish first.
@@ -155,7 +168,8 @@ void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<
     // A kept speculation must be the very update asked for (every parameter equal, grad_scale 1 included).
     s.job_keeps_speculation = s.speculation_step != 0 && params == s.speculation_params;
     s.speculation_step = 0;  // gradients that land from now on are the job's
-    s.done.assign(units_.size(), false);
+    s.done.assign(units_.size(), true);  // (the device's units stay done)
+    for (size_t u : order) s.done[u] = false;
     s.job_pending = true;
   }
   s.changed.notify_all();
@@ -371,6 +385,7 @@ void HostOptimizer::update_from_file(const std::vector<size_t>& order, const Opt
   // A step that failed may have left a write running; none may still use a staging buffer.
   wait_writes();
   for (std::future<double>& write : pending_write_) write = {};
+  if (order.empty()) return;  // every unit is updated on the device
   std::future<double> next_read = transfer(false, order[0], 0);
   times.nvme_read_bytes += double(state_bytes(units_[order[0]]));
   for (size_t i = 0; i < order.size(); ++i) {

@@ -1,5 +1,6 @@
 // HostOptimizer: the optimizer of the offload strategies. The fp32 master weights and Adam moments of the
-// rank's optimizer range (its shard, or everything in stage 0) live in host memory (cpu_optimizer and
+// rank's optimizer range (its shard, or everything in stage 0) of the units the store puts on the host (all
+// of them, unless an offload ratio below 1 keeps some on the device) live in host memory (cpu_optimizer and
 // cpu_full, ZeRO-Offload; pinned beside a GPU, so copies run at full PCIe speed) or in a file per rank on
 // NVMe (nvme, ZeRO-Infinity), read one unit ahead into a pinned staging buffer and written back behind.
 //
@@ -69,7 +70,7 @@ class HostOptimizer {
   // host weights (cpu_full, where nothing needs copying back).
   Tensor updated_weights(size_t u) const;
 
-  // Starts updating every unit, in `order`, on the optimizer's thread; returns at once. The gradient
+  // Starts updating every unit on the host, in `order`, on the optimizer's thread; returns at once. The gradient
   // buffers must hold this step's gradients, and every unit of the previous step must have been taken
   // (wait_unit); what is left of it (the last NVMe writes) is waited for here.
   // Speculative units updated in this step with the same parameters are taken as they are, before the rest.
@@ -110,6 +111,7 @@ class HostOptimizer {
     Buffer spare_weights;     // speculation's weights, unless they go to the store's host weights
     int64_t file_offset = 0;  // with NVMe: where [master | m | v] starts, each padded to 4 KiB
     Buffer io;                // the gradient down, and the new weights up (unless those live on the host)
+    bool on_host = false;     // false: the device updates the unit (offload ratio below 1); nothing here
     bool speculates() const { return !spare.master.empty(); }
   };
   // What the optimizer's thread shares with the training thread and with the communicator's callbacks (which

@@ -13,18 +13,49 @@ int64_t ParameterStore::padded_numel(int64_t numel, int world) {
   return (numel + granule - 1) / granule * granule;
 }
 
+std::vector<bool> ParameterStore::host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry) {
+  const size_t count = layout.units().size();
+  std::vector<bool> on_host(count, geometry.optimizer_on_host);
+  if (!geometry.optimizer_on_host || geometry.offload_ratio >= 1) return on_host;
+  double total = 0;
+  for (const ParameterUnit& unit : layout.units()) total += double(padded_numel(unit.numel, geometry.world));
+  const double device_share = (1.0 - geometry.offload_ratio) * total;
+  double kept = 0;
+  for (size_t u = count; u-- > 0;) {  // the last unit's gradient is final first
+    kept += double(padded_numel(layout.unit(u).numel, geometry.world));
+    if (kept > device_share) break;
+    on_host[u] = false;
+  }
+  return on_host;
+}
+
+double ParameterStore::host_optimizer_share(const ParameterLayout& layout, const ShardGeometry& geometry) {
+  const std::vector<bool> on_host = host_optimizer_units(layout, geometry);
+  double host = 0, total = 0;
+  for (size_t u = 0; u < on_host.size(); ++u) {
+    const double n = double(padded_numel(layout.unit(u).numel, geometry.world));
+    total += n;
+    if (on_host[u]) host += n;
+  }
+  return total > 0 ? host / total : 0.0;
+}
+
 ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype,
                                bool needs_second_moment, ShardGeometry geometry, TrackingAllocator* host_allocator)
     : layout_(layout), allocator_(allocator), dtype_(dtype), geometry_(geometry) {
   ZB_CHECK(!geometry.params_on_host || host_allocator != nullptr, "weights on the host need a host allocator");
   ZB_CHECK(!geometry.params_on_host || geometry.optimizer_on_host, "weights on the host need the optimizer there");
   TrackingAllocator& params_allocator = geometry.params_on_host ? *host_allocator : allocator;
+  ZB_CHECK(geometry.offload_ratio > 0 && geometry.offload_ratio <= 1, "offload ratio ", geometry.offload_ratio);
+  ZB_CHECK(!geometry.params_on_host || geometry.offload_ratio == 1, "weights on the host need all the optimizer there");
   ZB_CHECK(geometry.stage >= 0 && geometry.stage <= 3, "ZeRO stage ", geometry.stage);
   ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank,
            " of ", geometry.world);
   const DType state_dtype = master_dtype(dtype);
+  const std::vector<bool> on_host = host_optimizer_units(layout, geometry);
   for (const ParameterUnit& pu : layout.units()) {
     Unit unit;
+    unit.optimizer_on_host = on_host[units_.size()];
     unit.padded = padded_numel(pu.numel, geometry.world);
     const int64_t shard = unit.padded / geometry.world;
     unit.whole_params = geometry.stage < 3 || pu.numel < geometry.persistence_threshold;
@@ -34,7 +65,7 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     const int64_t state = optimizer_numel(unit.padded, geometry);
     unit.params = params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
-    if (!geometry.optimizer_on_host) {
+    if (!unit.optimizer_on_host) {
       if (has_separate_master(dtype)) unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
       unit.m = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
       if (needs_second_moment) unit.v = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
@@ -66,7 +97,7 @@ Tensor ParameterStore::grad_shard(size_t u) const {
 }
 
 Tensor ParameterStore::master(size_t u) const {
-  ZB_CHECK(!geometry_.optimizer_on_host, "the optimizer state lives on the host");
+  ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
   return units_[u].master.bytes() ? state_view(units_[u].master, u) : optimizer_params(u);
 }
 
@@ -75,7 +106,7 @@ Tensor ParameterStore::model_copy(size_t u) const {
 }
 
 Tensor ParameterStore::state_view(const Buffer& b, size_t u) const {
-  ZB_CHECK(!geometry_.optimizer_on_host, "the optimizer state lives on the host");
+  ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
   return b.view(Shape{sharded_optimizer() ? shard_numel(u) : units_[u].padded}, master_dtype(dtype_));
 }
 
@@ -140,7 +171,7 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
       const int64_t offset = (sharded_optimizer() ? shard_begin(u) : 0) - begin;
       backend.copy(staged.flat_slice(offset, offset + master_weights.numel()), master_weights);
     }
-    if (!geometry_.optimizer_on_host) {
+    if (!units_[u].optimizer_on_host) {
       Tensor m = first_moment(u), v = second_moment(u);
       backend.fill_zero(m);
       if (!v.empty()) backend.fill_zero(v);

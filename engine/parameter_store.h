@@ -32,6 +32,8 @@ struct ShardGeometry {
   int64_t persistence_threshold = 0;  // stage 3: units smaller than this keep whole weights
   bool optimizer_on_host = false;     // offload: no fp32 master or moments on the device (HostOptimizer's)
   bool params_on_host = false;        // cpu_full: the model-dtype weights live in host memory too
+  // With optimizer_on_host: the share of the optimizer's elements the host holds (see host_optimizer_units).
+  double offload_ratio = 1.0;
 };
 
 // Elements [begin, begin + count) of unit u's initial weights under seed, in fp32 (zero past the unit's end:
@@ -57,6 +59,14 @@ class ParameterStore {
   static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
   // A unit's padded length for `world` ranks.
   static int64_t padded_numel(int64_t numel, int world);
+  // Which units' optimizer state (fp32 master and moments) lives on the host: none without
+  // optimizer_on_host, all with offload_ratio 1. Below 1, the model's last units, whose gradients backward
+  // finishes first, keep theirs on the device as long as those hold at most 1 - offload_ratio of the
+  // optimizer's elements: the device updates them right after backward, the host the rest. (A suffix of the
+  // units, the same on every rank.)
+  static std::vector<bool> host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry);
+  // The share of the optimizer's elements on the host (0 without offload).
+  static double host_optimizer_share(const ParameterLayout& layout, const ShardGeometry& geometry);
   // The length of the range a rank's optimizer updates in a unit of `padded` elements: all of it in stage
   // 0, the rank's shard otherwise.
   static int64_t optimizer_numel(int64_t padded, const ShardGeometry& geometry) {
@@ -83,6 +93,8 @@ class ParameterStore {
   bool params_on_host() const { return geometry_.params_on_host; }
   bool whole_grads() const { return geometry_.stage < 2; }
   bool sharded_optimizer() const { return geometry_.stage >= 1; }
+  // Whether unit u's optimizer state is the host optimizer's (see host_optimizer_units).
+  bool optimizer_on_host(size_t u) const { return units_[u].optimizer_on_host; }
 
   // Flat 1-D views, all padded. params/grads: the whole unit (only where held whole).
   Tensor params(size_t u) const;
@@ -91,7 +103,8 @@ class ParameterStore {
   Tensor param_shard(size_t u) const;
   Tensor grad_shard(size_t u) const;
   // What the optimizer updates: the whole unit in stage 0, the rank's shard otherwise. master is fp32 (the
-  // weights themselves in fp32 training); model_copy is the model-dtype weights it writes (empty in fp32).
+  // weights themselves in fp32 training; only where the state is on the device); model_copy is the
+  // model-dtype weights it writes (empty in fp32).
   Tensor optimizer_grad(size_t u) const { return sharded_optimizer() ? grad_shard(u) : grads(u); }
   // The weights the optimizer's update is written to (the shard, or the whole unit in stage 0).
   Tensor optimizer_params(size_t u) const { return sharded_optimizer() ? param_shard(u) : params(u); }
@@ -110,6 +123,7 @@ class ParameterStore {
   struct Unit {
     int64_t padded = 0;
     bool whole_params = true;
+    bool optimizer_on_host = false;
     Buffer params, grads, master, m, v;  // sized whole or shard as the stage says
   };
   Tensor state_view(const Buffer& b, size_t u) const;

@@ -30,8 +30,18 @@ size_t available_host_bytes() {
 }
 
 ShardGeometry geometry_for(const TrainingOptions& options, const Communicator& comm) {
-  return ShardGeometry{options.zero.stage, comm.rank(), comm.size(), options.zero.stage3_param_persistence_threshold,
-                       options.offload != OffloadStrategy::none, options.offload == OffloadStrategy::cpu_full};
+  try {
+    validate_offload_ratio(options.offload_ratio, options.offload);
+  } catch (const UsageError& e) {
+    throw UsageError(cat("offload ratio: ", e.what()));
+  }
+  return ShardGeometry{options.zero.stage,
+                       comm.rank(),
+                       comm.size(),
+                       options.zero.stage3_param_persistence_threshold,
+                       options.offload != OffloadStrategy::none,
+                       options.offload == OffloadStrategy::cpu_full,
+                       options.offload_ratio};
 }
 
 // This rank's share of what the host can still give.
@@ -79,6 +89,7 @@ std::vector<bool> speculative_units_for(const TrainingOptions& options, const Pa
   const double budget = 0.9 * double(host_share(options));
   double used = double(offload_host_bytes(options, store.layout(), comm));
   for (size_t u = store.unit_count(); u-- > 0;) {
+    if (!store.optimizer_on_host(u)) continue;  // updated on the device
     used += double(HostOptimizer::speculation_bytes(store.optimizer_grad(u).numel(), options.dtype, store.geometry(),
                                                     options.optimizer.kind != OptimizerKind::sgd));
     if (used > budget) break;
@@ -179,17 +190,16 @@ StepStats Trainer::step() {
     norm = checked_norm(schedule_.gradient_sum_of_squares());
     params.grad_scale = clip_factor(norm * norm, loss, options_.grad_clip);
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
+    // Units whose state stayed on the device (an offload ratio below 1) update there meanwhile.
+    for (size_t u = 0; u < store_.unit_count(); ++u)
+      if (!store_.optimizer_on_host(u)) update_on_device(u, params);
   } else {
     // Clipped by a factor the device computes (the update skips itself when it is not finite); the loss and
     // the norm come to the host with the end of the step.
     schedule_.gradient_sum_of_squares_into(device_.sum_of_squares);
     backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, device_.clip_factor);
     params.grad_factor = device_.clip_factor.as<float>();
-    for (size_t u = 0; u < store_.unit_count(); ++u) {
-      Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
-      Tensor model_copy = store_.model_copy(u);
-      backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
-    }
+    for (size_t u = 0; u < store_.unit_count(); ++u) update_on_device(u, params);
     backend_.copy_queued(device_.loss, host_.loss);
     backend_.copy_queued(device_.sum_of_squares, host_.sum_of_squares);
   }
@@ -218,6 +228,12 @@ StepStats Trainer::step() {
     stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   }
   return stats;
+}
+
+void Trainer::update_on_device(size_t u, const OptimizerParams& params) {
+  Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
+  Tensor model_copy = store_.model_copy(u);
+  backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
 }
 
 // Every rank sees the same loss and norm, so all of them stop together on a non-finite one.

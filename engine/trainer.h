@@ -39,6 +39,9 @@ struct TrainingOptions {
   // nothing, into spare state; kept when it did not, redone when it did (see host_optimizer.h). Units get
   // spare state, last block first, while this rank's share of the host's available memory holds it.
   bool speculative_update = true;
+  // cpu_optimizer and nvme: the share of the optimizer state offloaded (DeepSpeed's offload_optimizer.ratio);
+  // below 1 the rest stays on the GPU and is updated there (see offload_strategy.h).
+  double offload_ratio = 1.0;
   int ranks_per_host = 1;  // the ranks sharing this host's memory (MPI's local size)
   bool settle_speculation = false;  // tests: see HostOptimizer::settle_speculation_before_step
 };
@@ -99,6 +102,8 @@ class Trainer {
   // squares. Each throws "the loss / gradient norm is <value> at step <n>" when it is not finite.
   double checked_loss();
   double checked_norm(double sum_of_squares) const;
+  // Queues unit u's optimizer update on the backend (its state on the device).
+  void update_on_device(size_t u, const OptimizerParams& params);
 
   TrainingOptions options_;
   Backend& backend_;

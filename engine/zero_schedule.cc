@@ -99,7 +99,7 @@ UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
 }
 
 void ZeroSchedule::gradient_final(size_t unit) {
-  if (host_ == nullptr) return;
+  if (host_ == nullptr || !store_.optimizer_on_host(unit)) return;
   Tensor host_buffer = host_->gradient_buffer(unit);
   last_to_host_ = issue([&] { return comm_.copy(store_.optimizer_grad(unit), host_buffer); });
   // The host may update the unit as soon as the copy lands, while backward goes on.
@@ -111,8 +111,12 @@ void ZeroSchedule::start_host_update(const OptimizerParams& params) {
   complete_updates();  // (a no-op in training: the last forward needed every unit)
   comm_.host_wait(last_to_host_);
   last_to_host_ = 0;
-  awaiting_update_.assign(store_.unit_count(), true);
-  host_->start_step(params, forward_order_);
+  std::vector<size_t> order;
+  for (size_t unit : forward_order_) {
+    awaiting_update_[unit] = store_.optimizer_on_host(unit);
+    if (awaiting_update_[unit]) order.push_back(unit);
+  }
+  host_->start_step(params, order);
 }
 
 void ZeroSchedule::complete_updates() {
@@ -343,11 +347,11 @@ void ZeroSchedule::gradient_sum_of_squares_into(Tensor& total) {
 }
 
 void ZeroSchedule::publish_parameters() {
-  // (With a host optimizer, each unit's weights go out as its update finishes: ensure_updated.)
-  if (store_.sharded_optimizer() && host_ == nullptr) {
+  // (Units the host optimizer updates send their weights out as each update finishes: ensure_updated.)
+  if (store_.sharded_optimizer()) {
     std::vector<size_t> whole_units;
     for (size_t unit = 0; unit < store_.unit_count(); ++unit)
-      if (store_.whole_params(unit)) whole_units.push_back(unit);
+      if (store_.whole_params(unit) && !(host_ && store_.optimizer_on_host(unit))) whole_units.push_back(unit);
     for_each_bucket(whole_units, config_.allgather_bucket_size, [&](const std::vector<size_t>& b) { gather_units(b); });
   }
   param_slots_.forget_contents();

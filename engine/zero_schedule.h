@@ -14,7 +14,8 @@
 //   the host optimizer's buffer; after the step's update starts on the host, each unit's new weights are
 //   copied back (and gathered where the stage holds them whole) when the next forward first needs the unit,
 //   so that forward runs behind the CPU optimizer unit by unit. With the weights on the host (cpu_full)
-//   every unit is copied up into a slot before use, as stage 3 gathers it.
+//   every unit is copied up into a slot before use, as stage 3 gathers it. Units whose optimizer state the
+//   store keeps on the device (an offload ratio below 1) skip all of this and are published as without offload.
 // All collectives and copies go onto the communicator's stream; the compute stream waits only where it reads a result,
 // and every such wait is bracketed by timing events, so the sum of those stalls is the communication time that
 // compute did not hide ("exposed"). With a synchronous (MPI, CPU) communicator every collective is exposed.

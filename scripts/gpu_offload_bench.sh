@@ -3,7 +3,7 @@
 # run, plus the CPU optimizer against PyTorch's fused CPU AdamW on the same cores.
 # Usage: scripts/gpu_offload_bench.sh OUTPUT_DIR ANCHORS_DIR NVME_DIR [MODEL:BATCH [STRATEGY ...]]
 #   ANCHORS_DIR holds torch_reference.py and cpu_adam.py; NVME_DIR is a folder on the disk for the nvme
-#   strategy. Default case gpt2-xl:8 with none cpu_optimizer cpu_full nvme, seq 1024. STEPS (default 8),
+#   strategy. A STRATEGY may carry an offload ratio, as offload_bench takes it: cpu_optimizer:0.8. Default case gpt2-xl:8 with none cpu_optimizer cpu_full nvme, seq 1024. STEPS (default 8),
 #   WARMUP (default 3) and NVME_STEPS (default 3: each nvme step moves the whole optimizer state twice) may
 #   be set in the environment; TORCH=0 skips the PyTorch runs; TRAIN_ARGS adds flags to every train run and
 #   LABEL (default empty) marks its rows and logs. GPU 0 is used.
@@ -32,13 +32,15 @@ fi
 for strategy in "${strategies[@]}"; do
   log="$out/train_${model}_b${batch}_${strategy}${LABEL:+_$LABEL}.log"
   n=$steps w=$warmup
-  [[ $strategy == nvme ]] && n=$nvme_steps w=1
+  name=${strategy%%:*} ratio=1
+  [[ $strategy == *:* ]] && ratio=${strategy#*:}
+  [[ $name == nvme ]] && n=$nvme_steps w=1
   build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length 1024 --num-steps "$n" --warmup-steps "$w" \
-    --offload "$strategy" --nvme-path "$nvme" ${TRAIN_ARGS:-} > "$log" 2>&1 || { tail -5 "$log"; table+=("$model B$batch $strategy: failed"); continue; }
+    --offload "$name" --offload-ratio "$ratio" --nvme-path "$nvme" ${TRAIN_ARGS:-} > "$log" 2>&1 || { tail -5 "$log"; table+=("$model B$batch $strategy: failed"); continue; }
   tok=$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")
   ms=$(grep -oP 'summary over steps [0-9-]+: \K[0-9.]+(?= ms/step)' "$log")
   peak=$(grep -oP 'total \K[0-9.]+' "$log" | tail -1)
-  host=$(grep -oP 'strategy \(pinned\): \K[0-9.]+' "$log")
+  host=$(grep -oP 'strategy \(pinned\): \K[0-9.e+-]+' "$log")
   overlap=$(grep -oP 'the step is \K[0-9.]+x its slowest offload phase \([^)]*\)' "$log")
   norms=$(grep -oP '^step [0-9]+/[0-9]+ \| loss [0-9.]+ \| norm \K[0-9.]+' "$log" | tr '\n' ' ')
   table+=("$(printf '%-8s B%-3s %-14s %8s tok/s %8s ms/step  GPU peak %s GiB  host %s GB  %s  norms %s' "$model" \

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 // Every field the issue asks each record to hold.
 const std::vector<std::string> kFields = {"stage",
                                           "strategy",
+                                          "offload_ratio",
                                           "status",
                                           "error",
                                           "model",
@@ -266,6 +267,34 @@ TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
   EXPECT_TRUE(fs::is_empty(nvme.path())) << "the nvme strategy's files are removed";
 }
 
+// cpu_optimizer:0.5 keeps the last units' optimizer state on the device: less on the host, some on the
+// device, and the name and the ratio in the results (the training itself is tested against no offload in
+// zero_equivalence_test).
+TEST(ComparisonPrograms, OffloadBenchComparesOffloadRatios) {
+  TempDir out;
+  const ProgramResult r = run_job("offload_bench", kTiny + " --strategies cpu_optimizer cpu_optimizer:0.5 --output-dir " +
+                                                       out.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("cpu_optimizer:0.5 (stage 2)"), std::string::npos) << r.output;
+  const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 2u);
+  const Json &whole = records[0], &partial = records[1];
+  EXPECT_EQ(whole["strategy"], "cpu_optimizer");
+  EXPECT_EQ(whole["offload_ratio"], 1.0);
+  EXPECT_EQ(partial["strategy"], "cpu_optimizer:0.5");
+  EXPECT_EQ(partial["offload_ratio"], 0.5);
+  for (const Json& record : records) EXPECT_EQ(record["status"], "ok") << record["error"];
+  EXPECT_EQ(whole["optimizer_state_gb"].get<double>(), 0);
+  EXPECT_EQ(whole["predicted_optimizer_state_gb"].get<double>(), 0);
+  const double on_device = partial["optimizer_state_gb"].get<double>();
+  EXPECT_GT(on_device, 0);
+  // At most half of the 12 bytes an element of the rank's shard (2 ranks, stage 2), padding aside; the
+  // prediction counts the same units without the padding.
+  EXPECT_LE(on_device, 0.5 * 12 * partial["parameters"].get<double>() / 2 / 1e9 * 1.05);
+  EXPECT_NEAR(partial["predicted_optimizer_state_gb"].get<double>(), on_device, 0.05 * on_device);
+  EXPECT_LT(partial["cpu_pinned_gb"].get<double>(), whole["cpu_pinned_gb"].get<double>());
+}
+
 TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   TempDir first, second;
   const ProgramResult free_run = run_job("zero_bench", kTiny + " --stages 0 3 --output-dir " + first.path().string());
@@ -447,6 +476,12 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"zero_bench", "--device cpu --model no-such-model", "no-such-model"},
                       BadInput{"offload_bench", kTiny + " --strategies none gpu", "--strategies"},
                       BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
+                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:1.5", "--strategies: cpu_optimizer:1.5"},
+                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:x", "--strategies: cpu_optimizer:x"},
+                      BadInput{"offload_bench", kTiny + " --strategies cpu_full:0.5", "--strategies: cpu_full:0.5"},
+                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:0.5 cpu_optimizer:.5", "twice"},
+                      BadInput{"zero_bench", kTiny + " --offload cpu_full --offload-ratio 0.5", "--offload-ratio"},
+                      BadInput{"zero_bench", kTiny + " --offload cpu_optimizer --offload-ratio -1", "--offload-ratio"},
                       BadInput{"offload_bench", kTiny + " --nvme-path /nonexistent/folder", "--nvme-path"},
                       BadInput{"offload_bench", kTiny + " --stage 7", "--stage"},
                       BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"},

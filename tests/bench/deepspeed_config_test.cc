@@ -85,6 +85,7 @@ void expect_same(const DeepSpeedConfig& a, const DeepSpeedConfig& b) {
   EXPECT_EQ(a.stage, b.stage);
   EXPECT_EQ(a.offload_optimizer, b.offload_optimizer);
   EXPECT_EQ(a.offload_param, b.offload_param);
+  EXPECT_EQ(a.offload_ratio, b.offload_ratio);
   EXPECT_EQ(a.nvme_path, b.nvme_path);
   EXPECT_EQ(a.micro_batch, b.micro_batch);
   EXPECT_EQ(a.grad_accum, b.grad_accum);
@@ -135,6 +136,7 @@ TEST(DeepSpeedConfigRead, ZeroOffloadConfig) {
   EXPECT_EQ(c.stage, 2);
   EXPECT_EQ(c.offload_optimizer, "cpu");
   EXPECT_EQ(c.offload_param, std::nullopt);
+  EXPECT_EQ(c.offload_ratio, std::nullopt);
   EXPECT_EQ(c.nvme_path, std::nullopt);
   EXPECT_EQ(c.micro_batch, 8);
   EXPECT_EQ(c.grad_accum, 4);
@@ -164,7 +166,7 @@ TEST(DeepSpeedConfigRead, ZeroInfinityConfig) {
     "zero_optimization": {
       "stage": 3,
       "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": true, "buffer_count": 4,
-                            "fast_init": false},
+                            "fast_init": false, "ratio": 0.3},
       "offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "pin_memory": true, "buffer_count": 5,
                         "buffer_size": 1e8, "max_in_cpu": 1e9},
       "overlap_comm": false,
@@ -183,6 +185,7 @@ TEST(DeepSpeedConfigRead, ZeroInfinityConfig) {
   EXPECT_EQ(c.stage, 3);
   EXPECT_EQ(c.offload_optimizer, "nvme");
   EXPECT_EQ(c.offload_param, "nvme");
+  EXPECT_EQ(c.offload_ratio, 0.3);
   EXPECT_EQ(c.nvme_path, "/local_nvme");
   EXPECT_EQ(c.train_batch, 64);  // 4 * 2 * 8 GPUs: kept, not turned into anything
   EXPECT_EQ(c.micro_batch, 4);
@@ -319,6 +322,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"UnknownOffloadDevice",
                  R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "gpu"}}})",
                  "zero_optimization.offload_optimizer.device: must be \"none\", \"cpu\" or \"nvme\", got \"gpu\""},
+        BadInput{"OffloadRatioZero",
+                 R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0}}})",
+                 "zero_optimization.offload_optimizer.ratio: must be a positive number, got 0"},
+        BadInput{"OffloadRatioAboveOne",
+                 R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 1.5}}})",
+                 "zero_optimization.offload_optimizer.ratio: must be in (0, 1], got 1.5"},
         BadInput{"NvmeWithoutPath", R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
                  "zero_optimization.offload_param.nvme_path: required"},
         BadInput{"TwoNvmePaths", R"({"zero_optimization": {"stage": 3,
@@ -402,6 +411,7 @@ DeepSpeedConfig full_stage3() {
   c.stage = 3;
   c.offload_optimizer = "nvme";
   c.offload_param = "cpu";
+  c.offload_ratio = 0.75;
   c.nvme_path = "/mnt/nvme0/zb";
   c.micro_batch = 4;
   c.grad_accum = 8;
@@ -493,6 +503,10 @@ TEST(DeepSpeedConfigWrite, LeavesOutWhatTheStageCannotUse) {
   EXPECT_FALSE(zero.contains("stage3_param_persistence_threshold")) << zero.dump();
   EXPECT_EQ(zero.at("offload_optimizer").at("device"), "nvme");
   EXPECT_EQ(zero.at("offload_optimizer").at("nvme_path"), "/mnt/nvme0/zb");
+  EXPECT_EQ(zero.at("offload_optimizer").at("ratio"), 0.75);
+  DeepSpeedConfig whole = full_stage3();
+  whole.offload_ratio = 1.0;  // DeepSpeed's default: left out
+  EXPECT_FALSE(deepspeed_config_json(whole).at("zero_optimization").at("offload_optimizer").contains("ratio"));
 
   c.stage = 0;
   zero = deepspeed_config_json(c).at("zero_optimization");
@@ -518,6 +532,10 @@ TEST(DeepSpeedConfigWrite, OffloadsPinMemoryAndNamedOptimizers) {
   EXPECT_EQ(zero.at("offload_optimizer").at("pin_memory"), true);
   EXPECT_EQ(zero.at("offload_param").at("pin_memory"), true);
   EXPECT_EQ(zero.at("offload_optimizer").at("nvme_path"), "/mnt/nvme0/zb");
+  EXPECT_EQ(zero.at("offload_optimizer").at("ratio"), 0.75);
+  DeepSpeedConfig whole = full_stage3();
+  whole.offload_ratio = 1.0;  // DeepSpeed's default: left out
+  EXPECT_FALSE(deepspeed_config_json(whole).at("zero_optimization").at("offload_optimizer").contains("ratio"));
   EXPECT_FALSE(zero.at("offload_param").contains("nvme_path")) << "a cpu offload needs no path";
   EXPECT_EQ(out.at("bf16").at("enabled"), true);
   EXPECT_EQ(out.at("fp16").at("enabled"), false);

@@ -93,7 +93,13 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"--grad-clip -1", "--grad-clip"},
                       BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
                       BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
-                      BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"}),
+                      BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"},
+                      BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 1.5",
+                               "--offload-ratio: must be a fraction in (0, 1], got 1.5"},
+                      BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 0", "--offload-ratio: must be"},
+                      BadInput{"--device cpu --offload cpu_full --offload-ratio 0.5",
+                               "--offload-ratio: 0.5 keeps part of the optimizer state on the GPU"},
+                      BadInput{"--device cpu --offload-ratio 0.5", "accepted with cpu_optimizer and nvme; none takes 1"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
 // 1000 ids below 256, for gpt2-tiny.

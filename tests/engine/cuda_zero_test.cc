@@ -103,10 +103,16 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
   plain.zero.stage3_prefetch_bucket_size = 30'000;
   const Outcome reference = train(plain, 4, true);
   test::TempDir dir;
-  for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
-    SCOPED_TRACE(offload_strategy_name(strategy));
+  // (cpu_optimizer:0.5: the last units' state stays on the GPU and updates there, beside the CPU's.)
+  const std::pair<OffloadStrategy, double> strategies[] = {{OffloadStrategy::cpu_optimizer, 1.0},
+                                                           {OffloadStrategy::cpu_optimizer, 0.5},
+                                                           {OffloadStrategy::cpu_full, 1.0},
+                                                           {OffloadStrategy::nvme, 1.0}};
+  for (const auto& [strategy, ratio] : strategies) {
+    SCOPED_TRACE(offload_spec_name(strategy, ratio));
     TrainingOptions offloaded = plain;
     offloaded.offload = strategy;
+    offloaded.offload_ratio = ratio;
     offloaded.nvme_path = dir.path().string();
     const Outcome ours = train(offloaded, 4, true);
     for (size_t i = 0; i < ours.losses.size(); ++i)

@@ -3,6 +3,7 @@
 // that reference itself). fp32; relative differences at most 1e-6. Outcome with any number of ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/communicator_factory.h"
@@ -169,6 +170,29 @@ TEST_P(OffloadEquivalence, SpeculativeUpdatesAreRedoneWhenTheStepClips) {
   TrainingOptions plain = plain_options(GetParam());
   plain.grad_clip = 1e-3f;  // far below these models' gradient norms
   expect_speculation(plain, /*kept=*/false);
+}
+
+// An offload ratio below 1: the last units' state stays on the device (here the CPU backend's) and updates
+// there, the rest on the host, and the training is still that of no offload; only the host's units speculate.
+TEST_P(OffloadEquivalence, PartialOffloadMatchesNoOffload) {
+  const TrainingOptions plain = plain_options(GetParam());
+  Communicator& comm = test::mpi_communicator();
+  const Outcome reference = train(plain, &comm);
+  test::TempDir dir;
+  for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::nvme}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions partial = offloaded(plain, strategy, dir.path().string());
+    partial.offload_ratio = 0.5;
+    const ParameterLayout layout(partial.model);
+    const ShardGeometry geometry{plain.zero.stage, comm.rank(), comm.size(), 0, true, false, 0.5};
+    const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
+    const int64_t host_units = std::count(on_host.begin(), on_host.end(), true);
+    ASSERT_GT(host_units, 0);
+    ASSERT_LT(host_units, int64_t(on_host.size())) << "some units stay on the device";
+    const Outcome outcome = train(partial, &comm);
+    expect_equivalent(outcome, reference);
+    EXPECT_EQ(outcome.speculative_units, strategy == OffloadStrategy::nvme ? 0 : host_units);
+  }
 }
 
 // nvme: the same state in a file per rank, streamed through the CPU optimizer in small requests (several per

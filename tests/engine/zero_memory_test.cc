@@ -6,7 +6,10 @@
 // Nothing is allocated for real: a counting memory hands out addresses that are never touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/tracking_allocator.h"
+#include "engine/host_optimizer.h"
 #include "engine/parameter_store.h"
 #include "models/model_registry.h"
 
@@ -71,6 +74,49 @@ TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
   EXPECT_EQ(store.param_shard(layout.final_unit()).data,
             static_cast<char*>(store.params(layout.final_unit()).data) +
                 store.shard_begin(layout.final_unit()) * dtype_size(DType::bf16));
+}
+
+// An offload ratio below 1 keeps the optimizer state of the model's last units (backward finishes their
+// gradients first) on the device: the longest such suffix that holds at most 1 - ratio of the elements. The
+// device allocates exactly their state; the host optimizer's needs shrink by the same elements.
+TEST(ZeroMemory, AnOffloadRatioKeepsTheLastUnitsStateOnTheDevice) {
+  const ParameterLayout layout(resolve_model("gpt2-xl"));
+  const size_t units = layout.units().size();
+  for (int world : {1, 2}) {
+    for (double ratio : {1.0, 0.8, 0.5, 0.05}) {
+      SCOPED_TRACE(testing::Message() << "world " << world << " ratio " << ratio);
+      const ShardGeometry geometry{1, 0, world, 0, true, false, ratio};
+      TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
+      ParameterStore store(layout, allocator, DType::bf16, true, geometry);
+      double total = 0, on_device = 0;
+      size_t first_on_device = units;
+      for (size_t u = 0; u < units; ++u) {
+        const double n = double(store.padded_numel(u));
+        total += n;
+        if (!store.optimizer_on_host(u)) {
+          on_device += n;
+          first_on_device = std::min(first_on_device, u);
+        } else {
+          EXPECT_EQ(first_on_device, units) << "unit " << u << " is on the host after a unit on the device";
+        }
+      }
+      EXPECT_LE(on_device, (1 - ratio) * total);
+      if (first_on_device > 0) {  // the next unit down would have gone over the share
+        EXPECT_GT(on_device + double(store.padded_numel(first_on_device - 1)), (1 - ratio) * total);
+      }
+      if (ratio == 1.0) EXPECT_EQ(on_device, 0);
+      if (ratio == 0.5) EXPECT_GT(on_device, 0.4 * total);  // gpt2-xl's 48 blocks split finely
+      EXPECT_NEAR(ParameterStore::host_optimizer_share(layout, geometry), 1 - on_device / total, 1e-12);
+      // fp32 master, m and v: 12 bytes an element of the rank's shard (stage 1), the device's units only.
+      EXPECT_EQ(double(allocator.usage(MemoryPool::optimizer_state).current), 12 * on_device / world);
+      const size_t all_on_host = HostOptimizer::host_bytes(layout, DType::bf16, ShardGeometry{1, 0, world, 0, true},
+                                                           true, false);
+      const size_t host = HostOptimizer::host_bytes(layout, DType::bf16, geometry, true, false);
+      EXPECT_EQ(double(all_on_host - host), (12 + 2) * on_device / world);  // state and gradient buffer
+    }
+  }
+  // Without offload the ratio means nothing: everything is on the device.
+  EXPECT_EQ(ParameterStore::host_optimizer_share(layout, ShardGeometry{1, 0, 1, 0, false, false, 0.5}), 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ZeroMemory, ::testing::Values("gpt2", "gpt2-xl", "meta-llama/Llama-2-7b-hf",
