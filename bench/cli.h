@@ -50,7 +50,7 @@ inline constexpr const char* kModelFlagHelp =
 // The help of --offload-ratio, shared by train and zero_bench.
 inline constexpr const char* kOffloadRatioHelp =
     "cpu_optimizer and nvme: the share of the optimizer state offloaded, in (0, 1] (DeepSpeed's "
-    "offload_optimizer.ratio); below 1, the last units of the model (whose gradients backward finishes first) "
+    "offload_optimizer.ratio); below 1, the first units of the model (the embedding, then the first blocks) "
     "keep their fp32 master weights and moments on the GPU, up to the rest of the share, and the GPU updates "
     "them while the CPU updates the others";
 

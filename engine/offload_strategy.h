@@ -16,7 +16,7 @@ OffloadStrategy parse_offload_strategy(std::string_view name);
 std::string_view offload_strategy_name(OffloadStrategy strategy);
 
 // The share of the optimizer state that an optimizer offload keeps off the GPU (DeepSpeed's
-// offload_optimizer.ratio, 1 by default). Below 1, the units whose gradients backward finishes first keep
+// offload_optimizer.ratio, 1 by default). Below 1, the model's first units (see host_optimizer_units) keep
 // their fp32 master weights and moments on the GPU and are updated there while the CPU updates the rest
 // (ZeRO-Offload++'s "twin flow"): the GPU, idle while the CPU optimizer runs, takes a share of the update.
 // Throws UsageError (naming no flag: callers add theirs) for a ratio outside (0, 1], or below 1 for a

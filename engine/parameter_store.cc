@@ -21,7 +21,7 @@ std::vector<bool> ParameterStore::host_optimizer_units(const ParameterLayout& la
   for (const ParameterUnit& unit : layout.units()) total += double(padded_numel(unit.numel, geometry.world));
   const double device_share = (1.0 - geometry.offload_ratio) * total;
   double kept = 0;
-  for (size_t u = count; u-- > 0;) {  // the last unit's gradient is final first
+  for (size_t u = 0; u < count; ++u) {  // in forward order
     kept += double(padded_numel(layout.unit(u).numel, geometry.world));
     if (kept > device_share) break;
     on_host[u] = false;

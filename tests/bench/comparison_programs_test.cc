@@ -267,7 +267,7 @@ TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
   EXPECT_TRUE(fs::is_empty(nvme.path())) << "the nvme strategy's files are removed";
 }
 
-// cpu_optimizer:0.5 keeps the last units' optimizer state on the device: less on the host, some on the
+// cpu_optimizer:0.5 keeps the first units' optimizer state on the device: less on the host, some on the
 // device, and the name and the ratio in the results (the training itself is tested against no offload in
 // zero_equivalence_test).
 TEST(ComparisonPrograms, OffloadBenchComparesOffloadRatios) {

@@ -103,7 +103,7 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
   plain.zero.stage3_prefetch_bucket_size = 30'000;
   const Outcome reference = train(plain, 4, true);
   test::TempDir dir;
-  // (cpu_optimizer:0.5: the last units' state stays on the GPU and updates there, beside the CPU's.)
+  // (cpu_optimizer:0.5: the first units' state stays on the GPU and updates there, beside the CPU's.)
   const std::pair<OffloadStrategy, double> strategies[] = {{OffloadStrategy::cpu_optimizer, 1.0},
                                                            {OffloadStrategy::cpu_optimizer, 0.5},
                                                            {OffloadStrategy::cpu_full, 1.0},

@@ -172,7 +172,7 @@ TEST_P(OffloadEquivalence, SpeculativeUpdatesAreRedoneWhenTheStepClips) {
   expect_speculation(plain, /*kept=*/false);
 }
 
-// An offload ratio below 1: the last units' state stays on the device (here the CPU backend's) and updates
+// An offload ratio below 1: the first units' state stays on the device (here the CPU backend's) and updates
 // there, the rest on the host, and the training is still that of no offload; only the host's units speculate.
 TEST_P(OffloadEquivalence, PartialOffloadMatchesNoOffload) {
   const TrainingOptions plain = plain_options(GetParam());

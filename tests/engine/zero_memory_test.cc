@@ -76,10 +76,10 @@ TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
                 store.shard_begin(layout.final_unit()) * dtype_size(DType::bf16));
 }
 
-// An offload ratio below 1 keeps the optimizer state of the model's last units (backward finishes their
-// gradients first) on the device: the longest such suffix that holds at most 1 - ratio of the elements. The
+// An offload ratio below 1 keeps the optimizer state of the model's first units (the embedding, then the
+// first blocks) on the device: the longest such prefix that holds at most 1 - ratio of the elements. The
 // device allocates exactly their state; the host optimizer's needs shrink by the same elements.
-TEST(ZeroMemory, AnOffloadRatioKeepsTheLastUnitsStateOnTheDevice) {
+TEST(ZeroMemory, AnOffloadRatioKeepsTheFirstUnitsStateOnTheDevice) {
   const ParameterLayout layout(resolve_model("gpt2-xl"));
   const size_t units = layout.units().size();
   for (int world : {1, 2}) {
@@ -89,20 +89,20 @@ TEST(ZeroMemory, AnOffloadRatioKeepsTheLastUnitsStateOnTheDevice) {
       TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
       ParameterStore store(layout, allocator, DType::bf16, true, geometry);
       double total = 0, on_device = 0;
-      size_t first_on_device = units;
+      size_t first_on_host = units;
       for (size_t u = 0; u < units; ++u) {
         const double n = double(store.padded_numel(u));
         total += n;
-        if (!store.optimizer_on_host(u)) {
-          on_device += n;
-          first_on_device = std::min(first_on_device, u);
+        if (store.optimizer_on_host(u)) {
+          first_on_host = std::min(first_on_host, u);
         } else {
-          EXPECT_EQ(first_on_device, units) << "unit " << u << " is on the host after a unit on the device";
+          on_device += n;
+          EXPECT_EQ(first_on_host, units) << "unit " << u << " is on the device after a unit on the host";
         }
       }
       EXPECT_LE(on_device, (1 - ratio) * total);
-      if (first_on_device > 0) {  // the next unit down would have gone over the share
-        EXPECT_GT(on_device + double(store.padded_numel(first_on_device - 1)), (1 - ratio) * total);
+      if (first_on_host < units) {  // the next unit would have gone over the share
+        EXPECT_GT(on_device + double(store.padded_numel(first_on_host)), (1 - ratio) * total);
       }
       if (ratio == 1.0) EXPECT_EQ(on_device, 0);
       if (ratio == 0.5) EXPECT_GT(on_device, 0.4 * total);  // gpt2-xl's 48 blocks split finely
