@@ -25,6 +25,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["stage"] = r.stage;
   j["strategy"] = r.strategy;
   j["offload_ratio"] = r.offload_ratio;
+  j["offloaded_share"] = r.offloaded_share;
   j["status"] = r.status;
   j["error"] = r.error;
   j["model"] = r.model;

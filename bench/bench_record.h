@@ -26,7 +26,8 @@ struct BenchRecord {
   // The configuration.
   int stage = 0;
   std::string strategy = "none";  // with its offload ratio where below 1: "cpu_optimizer:0.8"
-  double offload_ratio = 1.0;     // the share of the optimizer state offloaded (1 without offload too)
+  double offload_ratio = 1.0;     // the share of the optimizer state asked to be offloaded (1 without offload too)
+  double offloaded_share = 0.0;   // the share offloaded: whole units stay on the GPU, so it may exceed the ratio
   int repeat = 1;  // how many times it ran (the step statistics pool every run's timed steps)
   std::string model;
   int64_t parameters = 0;

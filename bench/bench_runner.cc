@@ -104,6 +104,18 @@ struct TimedSteps {
   abort_job(1);
 }
 
+// The share of the optimizer's elements a configuration keeps on the host (see ParameterStore).
+double offloaded_share(const TrainingOptions& options, int world) {
+  const ShardGeometry geometry{options.zero.stage,
+                               0,
+                               world,
+                               0,
+                               options.offload != OffloadStrategy::none,
+                               options.offload == OffloadStrategy::cpu_full,
+                               options.offload_ratio};
+  return ParameterStore::host_optimizer_share(ParameterLayout(options.model), geometry);
+}
+
 }  // namespace
 
 PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world) {
@@ -116,12 +128,8 @@ PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t param
   p.parameters = weight_bytes * psi / (stage == 3 ? n : 1);
   p.gradients = weight_bytes * psi / (stage >= 2 ? n : 1);
   p.optimizer_state = (master + moments) * psi / (stage >= 1 ? n : 1);
-  if (options.offload != OffloadStrategy::none) {  // on the host or in files, but for a ratio's share
-    const ShardGeometry geometry{stage, 0, world, 0, true, options.offload == OffloadStrategy::cpu_full,
-                                 options.offload_ratio};
-    p.optimizer_state *= 1.0 - ParameterStore::host_optimizer_share(ParameterLayout(options.model), geometry);
-  }
-  if (options.offload == OffloadStrategy::cpu_full) p.parameters = 0;   // only the units in use come up
+  p.optimizer_state *= 1.0 - offloaded_share(options, world);          // on the host or in files
+  if (options.offload == OffloadStrategy::cpu_full) p.parameters = 0;  // only the units in use come up
   return p;
 }
 
@@ -142,6 +150,7 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   r.stage = options.zero.stage;
   r.strategy = offload_spec_name(options.offload, options.offload_ratio);
   r.offload_ratio = options.offload_ratio;
+  r.offloaded_share = offloaded_share(options, world);
   r.repeat = int(settings_.repeat);
   r.model = options.model.name;
   r.parameters = ParameterLayout(options.model).total_numel();

@@ -50,9 +50,9 @@ inline constexpr const char* kModelFlagHelp =
 // The help of --offload-ratio, shared by train and zero_bench.
 inline constexpr const char* kOffloadRatioHelp =
     "cpu_optimizer and nvme: the share of the optimizer state offloaded, in (0, 1] (DeepSpeed's "
-    "offload_optimizer.ratio); below 1, the first units of the model (the embedding, then the first blocks) "
-    "keep their fp32 master weights and moments on the GPU, up to the rest of the share, and the GPU updates "
-    "them while the CPU updates the others";
+    "offload_optimizer.ratio); below 1, the model's first units (in forward order, each that still fits "
+    "within 1 - ratio of the elements, so possibly fewer) keep their fp32 master weights and moments on the "
+    "GPU, and the GPU updates them while the CPU updates the others";
 
 void add_training_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 // The ZeRO knobs under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.

@@ -114,7 +114,9 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   if (kind == ComparisonKind::zero_stages && !given(vm, "offload") && (ds.offload_optimizer || ds.offload_param)) {
     t.offload = strategy_of(ds);
   }
-  if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio"))
+  // The config's ratio goes with its optimizer offload (DeepSpeed reads it there and nowhere else).
+  const bool optimizer_offload = t.offload == "cpu_optimizer" || t.offload == "nvme";
+  if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio") && optimizer_offload)
     t.offload_ratio = *ds.offload_ratio;
   if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
   if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;

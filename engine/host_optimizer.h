@@ -70,7 +70,8 @@ class HostOptimizer {
   // host weights (cpu_full, where nothing needs copying back).
   Tensor updated_weights(size_t u) const;
 
-  // Starts updating every unit on the host, in `order`, on the optimizer's thread; returns at once. The gradient
+  // Starts updating the units whose state it holds, in `order` (all of them), on the optimizer's thread; returns
+  // at once. The gradient
   // buffers must hold this step's gradients, and every unit of the previous step must have been taken
   // (wait_unit); what is left of it (the last NVMe writes) is waited for here.
   // Speculative units updated in this step with the same parameters are taken as they are, before the rest.

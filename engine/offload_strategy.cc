@@ -1,5 +1,8 @@
 #include "engine/offload_strategy.h"
 
+#include <iomanip>
+#include <sstream>
+
 #include "core/errors.h"
 #include "core/strings.h"
 
@@ -24,18 +27,22 @@ std::string_view offload_strategy_name(OffloadStrategy strategy) {
 }
 
 void validate_offload_ratio(double ratio, OffloadStrategy strategy) {
-  if (!(ratio > 0 && ratio <= 1)) throw UsageError(cat("must be a fraction in (0, 1], got ", ratio));
+  if (!(ratio > 0 && ratio <= 1)) {
+    throw UsageError(cat("must be a fraction in (0, 1], got ", std::setprecision(15), ratio));
+  }
   const bool takes_ratio = strategy == OffloadStrategy::cpu_optimizer || strategy == OffloadStrategy::nvme;
   if (ratio < 1 && !takes_ratio) {
     throw UsageError(cat(ratio, " keeps part of the optimizer state on the GPU, which only the optimizer offloads ",
-                         "do (accepted with cpu_optimizer and nvme; ", offload_strategy_name(strategy),
-                         " takes 1)"));
+                         "do (accepted with cpu_optimizer and nvme; ", offload_strategy_name(strategy), " takes 1)"));
   }
 }
 
 std::string offload_spec_name(OffloadStrategy strategy, double ratio) {
   std::string name(offload_strategy_name(strategy));
-  return ratio < 1 ? cat(name, ":", ratio) : name;
+  if (ratio >= 1) return name;
+  std::ostringstream text;
+  text << name << ':' << std::setprecision(15) << ratio;  // 0.8 as "0.8", and 0.9999999 not as 1
+  return text.str();
 }
 
 }  // namespace zb

@@ -22,8 +22,9 @@ std::vector<bool> ParameterStore::host_optimizer_units(const ParameterLayout& la
   const double device_share = (1.0 - geometry.offload_ratio) * total;
   double kept = 0;
   for (size_t u = 0; u < count; ++u) {  // in forward order
-    kept += double(padded_numel(layout.unit(u).numel, geometry.world));
-    if (kept > device_share) break;
+    const double n = double(padded_numel(layout.unit(u).numel, geometry.world));
+    if (kept + n > device_share) continue;  // (a large embedding need not leave the blocks on the host)
+    kept += n;
     on_host[u] = false;
   }
   return on_host;
@@ -49,8 +50,8 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
   ZB_CHECK(geometry.offload_ratio > 0 && geometry.offload_ratio <= 1, "offload ratio ", geometry.offload_ratio);
   ZB_CHECK(!geometry.params_on_host || geometry.offload_ratio == 1, "weights on the host need all the optimizer there");
   ZB_CHECK(geometry.stage >= 0 && geometry.stage <= 3, "ZeRO stage ", geometry.stage);
-  ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank,
-           " of ", geometry.world);
+  ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank, " of ",
+           geometry.world);
   const DType state_dtype = master_dtype(dtype);
   const std::vector<bool> on_host = host_optimizer_units(layout, geometry);
   for (const ParameterUnit& pu : layout.units()) {
@@ -63,10 +64,12 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     // which the other ranks' shards join on the device (gathered there, as stage 3 does).
     if (geometry.params_on_host) unit.whole_params = geometry.stage == 0;
     const int64_t state = optimizer_numel(unit.padded, geometry);
-    unit.params = params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
+    unit.params =
+        params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
     if (!unit.optimizer_on_host) {
-      if (has_separate_master(dtype)) unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
+      if (has_separate_master(dtype))
+        unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
       unit.m = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
       if (needs_second_moment) unit.v = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
     }
@@ -122,9 +125,8 @@ std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, 
   std::vector<std::thread> workers;
   for (int64_t lo = begin; lo < end; lo += chunk) {
     const int64_t hi = std::min(end, lo + chunk);
-    workers.emplace_back([&layout, u, seed, lo, hi, out = values.data() + (lo - begin)] {
-      layout.initialize(u, seed, lo, hi, out);
-    });
+    workers.emplace_back(
+        [&layout, u, seed, lo, hi, out = values.data() + (lo - begin)] { layout.initialize(u, seed, lo, hi, out); });
   }
   for (std::thread& w : workers) w.join();
   return values;

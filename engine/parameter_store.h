@@ -60,15 +60,16 @@ class ParameterStore {
   // A unit's padded length for `world` ranks.
   static int64_t padded_numel(int64_t numel, int world);
   // Which units' optimizer state (fp32 master and moments) lives on the host: none without
-  // optimizer_on_host, all with offload_ratio 1. Below 1, the model's first units (the embedding, then the
-  // first blocks) keep theirs on the device as long as those hold at most 1 - offload_ratio of the
-  // optimizer's elements: the device updates them right after backward, the host the rest. Why the first:
+  // optimizer_on_host, all with offload_ratio 1. Below 1, the model's first units keep theirs on the device:
+  // in forward order (the embedding, the first blocks, ...) every unit that still fits within 1 - offload_ratio
+  // of the optimizer's elements (whole units: the share kept may be less, host_optimizer_share says how much).
+  // The device updates them right after backward, the host the rest. Why the first:
   // the host's update bounds the step, so what matters is that the CPU never idles. The next forward starts
   // on the device's units without waiting for the host, which meanwhile updates the later ones; backward
   // finishes the host's units first, so the CPU speculates from backward's start, and the device's units'
   // backward runs while it catches up. (Kept at the end instead, measured on gpt2-xl with 20% on the GPU,
   // the CPU idled through those units' forward and backward: 337.5 ms a step against 331.8 with all on the
-  // host.) A prefix of the units, the same on every rank.
+  // host.) The same units on every rank.
   static std::vector<bool> host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry);
   // The share of the optimizer's elements on the host (0 without offload).
   static double host_optimizer_share(const ParameterLayout& layout, const ShardGeometry& geometry);

@@ -223,10 +223,10 @@ StepStats Trainer::step() {
     // The host's update of this step runs on into the next one; these are the phases finished so far (the
     // previous step's update, and this step's copies and waits).
     stats.offload = schedule_.take_offload_times();
-    stats.offload += host_optimizer_->take_times();  // (the device runs no optimizer: optimizer_ms stays 0)
-  } else {
-    stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
+    stats.offload += host_optimizer_->take_times();
   }
+  // (With offload: the norm, and the update of the units whose state stayed on the device, if any.)
+  stats.optimizer_ms = backend_.elapsed_ms(*optimizer_start, *optimizer_end);
   return stats;
 }
 

@@ -68,7 +68,8 @@ class ZeroSchedule final : public UnitAccess {
   // Offload: the host optimizer that updates the weights (attach before the first step).
   void attach(HostOptimizer* host) { host_ = host; }
   // Offload, after finish_gradients: waits for the gradients' copies to the host, then starts the host
-  // optimizer's update of every unit in forward order; each unit's weights go back as it is first needed.
+  // optimizer's update of every unit whose state it holds, in forward order; each unit's weights go back as
+  // it is first needed. (Units whose state is on the device are the caller's to update.)
   void start_host_update(const OptimizerParams& params);
   // Offload: brings every unit's update still under way to the device (before reading all the weights).
   void complete_updates();

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kFields = {"stage",
                                           "strategy",
                                           "offload_ratio",
+                                          "offloaded_share",
                                           "status",
                                           "error",
                                           "model",
@@ -101,8 +102,7 @@ const std::string kTiny = tiny_run(2);
 ProgramResult run_job(const std::string& program, const std::string& arguments, int ranks = 2) {
   return run_command(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
                      ZB_MPIEXEC + " -np " + std::to_string(ranks) + " --oversubscribe --mca mpi_yield_when_idle 1 " +
-                     ZB_BINARY_DIR + "/" +
-                     program + " " + arguments);
+                     ZB_BINARY_DIR + "/" + program + " " + arguments);
 }
 
 // The one file in `dir` whose name starts with `prefix` and ends with `suffix`.
@@ -272,8 +272,8 @@ TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
 // zero_equivalence_test).
 TEST(ComparisonPrograms, OffloadBenchComparesOffloadRatios) {
   TempDir out;
-  const ProgramResult r = run_job("offload_bench", kTiny + " --strategies cpu_optimizer cpu_optimizer:0.5 --output-dir " +
-                                                       out.path().string());
+  const ProgramResult r = run_job(
+      "offload_bench", kTiny + " --strategies cpu_optimizer cpu_optimizer:0.5 --output-dir " + out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("cpu_optimizer:0.5 (stage 2)"), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
@@ -283,6 +283,9 @@ TEST(ComparisonPrograms, OffloadBenchComparesOffloadRatios) {
   EXPECT_EQ(whole["offload_ratio"], 1.0);
   EXPECT_EQ(partial["strategy"], "cpu_optimizer:0.5");
   EXPECT_EQ(partial["offload_ratio"], 0.5);
+  EXPECT_EQ(whole["offloaded_share"], 1.0);
+  EXPECT_GE(partial["offloaded_share"].get<double>(), 0.5);
+  EXPECT_LT(partial["offloaded_share"].get<double>(), 1.0);
   for (const Json& record : records) EXPECT_EQ(record["status"], "ok") << record["error"];
   EXPECT_EQ(whole["optimizer_state_gb"].get<double>(), 0);
   EXPECT_EQ(whole["predicted_optimizer_state_gb"].get<double>(), 0);
@@ -353,9 +356,8 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
 // the signal depends on the machine's speed; none of them may be the interrupted one.)
 TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
   TempDir out;
-  const ProgramResult r =
-      run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) + "/zero_bench " +
-                  tiny_run(600) + " --output-dir " + out.path().string());
+  const ProgramResult r = run_command("timeout --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) +
+                                      "/zero_bench " + tiny_run(600) + " --output-dir " + out.path().string());
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
@@ -461,32 +463,33 @@ TEST_P(ComparisonBadInput, ExitsWithCode2NamingTheFlagAndWritesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(
     Flags, ComparisonBadInput,
-    ::testing::Values(BadInput{"zero_bench", kTiny + " --stages 4", "--stages"},
-                      BadInput{"zero_bench", kTiny + " --stages 1 1", "--stages"},
-                      BadInput{"zero_bench", kTiny + " --offload gpu", "--offload"},
-                      BadInput{"zero_bench", kTiny + " --offload nvme", "--nvme-path"},
-                      BadInput{"zero_bench", kTiny + " --repeat 0", "--repeat"},
-                      BadInput{"zero_bench", kTiny + " --batch-size 0", "--batch-size"},
-                      BadInput{"zero_bench", kTiny + " --warmup-steps -1", "--warmup-steps"},
-                      BadInput{"zero_bench", kTiny + " --gpu-hour-usd -1", "--gpu-hour-usd"},
-                      BadInput{"zero_bench", kTiny + " --max-regression -5", "--max-regression"},
-                      BadInput{"zero_bench", kTiny + " --baseline /nonexistent/results.json", "--baseline"},
-                      BadInput{"zero_bench", kTiny + " --config /nonexistent/ds.json", "/nonexistent/ds.json"},
-                      BadInput{"zero_bench", kTiny + " --dtype fp16", "--dtype"},
-                      BadInput{"zero_bench", "--device cpu --model no-such-model", "no-such-model"},
-                      BadInput{"offload_bench", kTiny + " --strategies none gpu", "--strategies"},
-                      BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
-                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:1.5", "--strategies: cpu_optimizer:1.5"},
-                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:x", "--strategies: cpu_optimizer:x"},
-                      BadInput{"offload_bench", kTiny + " --strategies cpu_full:0.5", "--strategies: cpu_full:0.5"},
-                      BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:0.5 cpu_optimizer:.5", "twice"},
-                      BadInput{"zero_bench", kTiny + " --offload cpu_full --offload-ratio 0.5", "--offload-ratio"},
-                      BadInput{"zero_bench", kTiny + " --offload cpu_optimizer --offload-ratio -1", "--offload-ratio"},
-                      BadInput{"offload_bench", kTiny + " --nvme-path /nonexistent/folder", "--nvme-path"},
-                      BadInput{"offload_bench", kTiny + " --stage 7", "--stage"},
-                      BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"},
-                      BadInput{"zero_bench", kTiny + " --agreement-timeout-s 0", "--agreement-timeout-s"},
-                      BadInput{"zero_bench", kTiny + " --inject-failure 1:x", "--inject-failure"}));
+    ::testing::Values(
+        BadInput{"zero_bench", kTiny + " --stages 4", "--stages"},
+        BadInput{"zero_bench", kTiny + " --stages 1 1", "--stages"},
+        BadInput{"zero_bench", kTiny + " --offload gpu", "--offload"},
+        BadInput{"zero_bench", kTiny + " --offload nvme", "--nvme-path"},
+        BadInput{"zero_bench", kTiny + " --repeat 0", "--repeat"},
+        BadInput{"zero_bench", kTiny + " --batch-size 0", "--batch-size"},
+        BadInput{"zero_bench", kTiny + " --warmup-steps -1", "--warmup-steps"},
+        BadInput{"zero_bench", kTiny + " --gpu-hour-usd -1", "--gpu-hour-usd"},
+        BadInput{"zero_bench", kTiny + " --max-regression -5", "--max-regression"},
+        BadInput{"zero_bench", kTiny + " --baseline /nonexistent/results.json", "--baseline"},
+        BadInput{"zero_bench", kTiny + " --config /nonexistent/ds.json", "/nonexistent/ds.json"},
+        BadInput{"zero_bench", kTiny + " --dtype fp16", "--dtype"},
+        BadInput{"zero_bench", "--device cpu --model no-such-model", "no-such-model"},
+        BadInput{"offload_bench", kTiny + " --strategies none gpu", "--strategies"},
+        BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
+        BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:1.5", "--strategies: cpu_optimizer:1.5"},
+        BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:x", "--strategies: cpu_optimizer:x"},
+        BadInput{"offload_bench", kTiny + " --strategies cpu_full:0.5", "--strategies: cpu_full:0.5"},
+        BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:0.5 cpu_optimizer:.5", "twice"},
+        BadInput{"zero_bench", kTiny + " --offload cpu_full --offload-ratio 0.5", "--offload-ratio"},
+        BadInput{"zero_bench", kTiny + " --offload cpu_optimizer --offload-ratio -1", "--offload-ratio"},
+        BadInput{"offload_bench", kTiny + " --nvme-path /nonexistent/folder", "--nvme-path"},
+        BadInput{"offload_bench", kTiny + " --stage 7", "--stage"},
+        BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"},
+        BadInput{"zero_bench", kTiny + " --agreement-timeout-s 0", "--agreement-timeout-s"},
+        BadInput{"zero_bench", kTiny + " --inject-failure 1:x", "--inject-failure"}));
 
 TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
   TempDir out;
@@ -522,6 +525,28 @@ TEST(ComparisonPrograms, ADeepSpeedConfigSetsTheRun) {
   const Json ds = read_json(out.path() / "results" / "ds_config_recommended.json");
   EXPECT_EQ(ds["zero_optimization"]["reduce_bucket_size"], 50000);
   EXPECT_EQ(ds["gradient_clipping"], 0.5);
+}
+
+// The config's offload_optimizer.ratio comes with its optimizer offload; a strategy given on the command line
+// that offloads no optimizer state leaves it aside (as DeepSpeed reads it only there).
+TEST(ComparisonPrograms, ADeepSpeedConfigsOffloadRatioGoesWithItsOptimizerOffload) {
+  TempDir out;
+  const fs::path config = out.path() / "ds.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 2,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})";
+  const std::string common = "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 --config " +
+                             config.string() + " --output-dir ";
+  const ProgramResult r = run_job("zero_bench", common + (out.path() / "a").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path() / "a", "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["strategy"], "cpu_optimizer:0.5");
+  EXPECT_EQ(
+      read_json(out.path() / "a" / "ds_config_recommended.json")["zero_optimization"]["offload_optimizer"]["ratio"],
+      0.5);
+  const ProgramResult none = run_job("zero_bench", common + (out.path() / "b").string() + " --offload none");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_EQ(read_json(only_file(out.path() / "b", "zero_comparison_", ".json"))[0]["strategy"], "none");
 }
 
 }  // namespace

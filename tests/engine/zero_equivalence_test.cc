@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "comm/communicator_factory.h"
 #include "comm/mpi_world.h"
@@ -12,9 +13,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
-#include "support/zero_cases.h"
 #include "support/temp_dir.h"
 #include "support/tensor_views.h"
+#include "support/zero_cases.h"
 
 namespace zb {
 namespace {
@@ -90,7 +91,7 @@ TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
   reference.batch *= comm.size();  // the same global batch in one process
   TrainingOptions zero = base_options(c.model, c.grad_accum);
   zero.zero.stage = c.stage;
-  zero.zero.reduce_bucket_size = 20'000;         // several buckets per step at these sizes
+  zero.zero.reduce_bucket_size = 20'000;  // several buckets per step at these sizes
   zero.zero.allgather_bucket_size = 20'000;
   zero.zero.stage3_param_persistence_threshold = 0;  // partition every unit
   zero.zero.stage3_prefetch_bucket_size = 30'000;
@@ -174,21 +175,30 @@ TEST_P(OffloadEquivalence, SpeculativeUpdatesAreRedoneWhenTheStepClips) {
 
 // An offload ratio below 1: the first units' state stays on the device (here the CPU backend's) and updates
 // there, the rest on the host, and the training is still that of no offload; only the host's units speculate.
+// In stage 3 the smallest of the device's units stays whole (persistent), so a unit both whole and updated on
+// the device as a shard is gathered after the update.
 TEST_P(OffloadEquivalence, PartialOffloadMatchesNoOffload) {
-  const TrainingOptions plain = plain_options(GetParam());
+  TrainingOptions plain = plain_options(GetParam());
   Communicator& comm = test::mpi_communicator();
+  const ParameterLayout layout(plain.model);
+  const ShardGeometry geometry{plain.zero.stage, comm.rank(), comm.size(), 0, true, false, 0.5};
+  const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
+  const int64_t host_units = std::count(on_host.begin(), on_host.end(), true);
+  ASSERT_GT(host_units, 0);
+  ASSERT_LT(host_units, int64_t(on_host.size())) << "some units stay on the device";
+  int64_t smallest_on_device = std::numeric_limits<int64_t>::max(), largest = 0;
+  for (size_t u = 0; u < on_host.size(); ++u) {
+    if (!on_host[u]) smallest_on_device = std::min(smallest_on_device, layout.unit(u).numel);
+    largest = std::max(largest, layout.unit(u).numel);
+  }
+  plain.zero.stage3_param_persistence_threshold = smallest_on_device + 1;
+  ASSERT_GT(largest, plain.zero.stage3_param_persistence_threshold) << "not every unit is persistent";
   const Outcome reference = train(plain, &comm);
   test::TempDir dir;
   for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::nvme}) {
     SCOPED_TRACE(offload_strategy_name(strategy));
     TrainingOptions partial = offloaded(plain, strategy, dir.path().string());
     partial.offload_ratio = 0.5;
-    const ParameterLayout layout(partial.model);
-    const ShardGeometry geometry{plain.zero.stage, comm.rank(), comm.size(), 0, true, false, 0.5};
-    const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
-    const int64_t host_units = std::count(on_host.begin(), on_host.end(), true);
-    ASSERT_GT(host_units, 0);
-    ASSERT_LT(host_units, int64_t(on_host.size())) << "some units stay on the device";
     const Outcome outcome = train(partial, &comm);
     expect_equivalent(outcome, reference);
     EXPECT_EQ(outcome.speculative_units, strategy == OffloadStrategy::nvme ? 0 : host_units);
@@ -203,7 +213,8 @@ TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the rank's file is removed when training ends";
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+                         test::zero_case_name);
 
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
 // one bucket for everything and overlap off.
