@@ -106,14 +106,7 @@ struct TimedSteps {
 
 // The share of the optimizer's elements a configuration keeps on the host (see ParameterStore).
 double offloaded_share(const TrainingOptions& options, int world) {
-  const ShardGeometry geometry{options.zero.stage,
-                               0,
-                               world,
-                               0,
-                               options.offload != OffloadStrategy::none,
-                               options.offload == OffloadStrategy::cpu_full,
-                               options.offload_ratio};
-  return ParameterStore::host_optimizer_share(ParameterLayout(options.model), geometry);
+  return ParameterStore::host_optimizer_share(ParameterLayout(options.model), shard_geometry(options, 0, world));
 }
 
 }  // namespace

@@ -82,7 +82,6 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
       units_.push_back(std::move(unit));
       continue;
     }
-    unit.on_host = true;
     unit.n = store.optimizer_grad(u).numel();
     const Shape shape{unit.n};
     unit.io = host_allocator.allocate(shape, dtype, MemoryPool::gradients);
@@ -109,7 +108,7 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
   // Initial state: the master from the layout's values, the moments zero.
   for (size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
-    if (!unit.on_host) continue;
+    if (!store.optimizer_on_host(u)) continue;
     const std::vector<float> initial = initial_unit_values(store.layout(), u, seed, store.optimizer_begin(u), unit.n);
     if (storage.nvme) {
       char* stage = static_cast<char*>(nvme_stage_[0].data());
@@ -140,7 +139,7 @@ HostOptimizer::~HostOptimizer() {
 }
 
 Tensor HostOptimizer::gradient_buffer(size_t u) const {
-  ZB_CHECK(units_[u].on_host, "unit ", u, " is updated on the device, not by the host optimizer");
+  ZB_CHECK(store_.optimizer_on_host(u), "unit ", u, " is updated on the device, not by the host optimizer");
   return units_[u].io.view(Shape{units_[u].n}, store_.dtype());
 }
 
@@ -150,9 +149,10 @@ Tensor HostOptimizer::updated_weights(size_t u) const {
 
 
 void HostOptimizer::start_step(const OptimizerParams& params, const std::vector<size_t>& order) {
-  const size_t on_host = size_t(std::count_if(units_.begin(), units_.end(), [](const Unit& u) { return u.on_host; }));
+  size_t on_host = 0;
+  for (size_t u = 0; u < units_.size(); ++u) on_host += store_.optimizer_on_host(u);
   ZB_CHECK(order.size() == on_host, "the update order names ", order.size(), " of the host's ", on_host, " units");
-  for (size_t u : order) ZB_CHECK(units_.at(u).on_host, "unit ", u, " is updated on the device");
+  for (size_t u : order) ZB_CHECK(store_.optimizer_on_host(u), "unit ", u, " is updated on the device");
   Shared& s = *shared_;
   {
     // Every unit of the last step is done, but its last NVMe writes may still run: they finish first.

@@ -105,14 +105,13 @@ class HostOptimizer {
   struct StateArrays {
     Buffer master, m, v;
   };
-  struct Unit {
+  struct Unit {  // (empty for a unit the device updates: see ParameterStore::optimizer_on_host)
     int64_t n = 0;
     StateArrays state;        // in memory; empty with NVMe
     StateArrays spare;        // speculation's output; empty for units that do not speculate
     Buffer spare_weights;     // speculation's weights, unless they go to the store's host weights
     int64_t file_offset = 0;  // with NVMe: where [master | m | v] starts, each padded to 4 KiB
     Buffer io;                // the gradient down, and the new weights up (unless those live on the host)
-    bool on_host = false;     // false: the device updates the unit (offload ratio below 1); nothing here
     bool speculates() const { return !spare.master.empty(); }
   };
   // What the optimizer's thread shares with the training thread and with the communicator's callbacks (which

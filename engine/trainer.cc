@@ -35,13 +35,7 @@ ShardGeometry geometry_for(const TrainingOptions& options, const Communicator& c
   } catch (const UsageError& e) {
     throw UsageError(cat("offload ratio: ", e.what()));
   }
-  return ShardGeometry{options.zero.stage,
-                       comm.rank(),
-                       comm.size(),
-                       options.zero.stage3_param_persistence_threshold,
-                       options.offload != OffloadStrategy::none,
-                       options.offload == OffloadStrategy::cpu_full,
-                       options.offload_ratio};
+  return shard_geometry(options, comm.rank(), comm.size());
 }
 
 // This rank's share of what the host can still give.
@@ -109,6 +103,16 @@ std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend
 }
 
 }  // namespace
+
+ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world) {
+  return ShardGeometry{options.zero.stage,
+                       rank,
+                       world,
+                       options.zero.stage3_param_persistence_threshold,
+                       options.offload != OffloadStrategy::none,
+                       options.offload == OffloadStrategy::cpu_full,
+                       options.offload_ratio};
+}
 
 Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
                  Communicator* comm)

@@ -46,6 +46,9 @@ struct TrainingOptions {
   bool settle_speculation = false;  // tests: see HostOptimizer::settle_speculation_before_step
 };
 
+// Where a rank of `world` holds the weights, gradients and optimizer state that `options` ask for.
+ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world);
+
 // overlap_comm as asked, or by default on in stage 3 and with offload (whose gradients go to the host as
 // backward finishes them, after their reduction).
 inline bool overlap_comm_default(const ZeroConfig& zero, OffloadStrategy offload) {

@@ -3,7 +3,8 @@
 # run, plus the CPU optimizer against PyTorch's fused CPU AdamW on the same cores.
 # Usage: scripts/gpu_offload_bench.sh OUTPUT_DIR ANCHORS_DIR NVME_DIR [MODEL:BATCH [STRATEGY ...]]
 #   ANCHORS_DIR holds torch_reference.py and cpu_adam.py; NVME_DIR is a folder on the disk for the nvme
-#   strategy. A STRATEGY may carry an offload ratio, as offload_bench takes it: cpu_optimizer:0.8. Default case gpt2-xl:8 with none cpu_optimizer cpu_full nvme, seq 1024. STEPS (default 8),
+#   strategy. A STRATEGY may carry an offload ratio, as offload_bench takes it: cpu_optimizer:0.8. Default
+#   case gpt2-xl:8 with none cpu_optimizer cpu_full nvme, seq 1024. STEPS (default 8),
 #   WARMUP (default 3) and NVME_STEPS (default 3: each nvme step moves the whole optimizer state twice) may
 #   be set in the environment; TORCH=0 skips the PyTorch runs; TRAIN_ARGS adds flags to every train run and
 #   LABEL (default empty) marks its rows and logs. GPU 0 is used.
