@@ -49,7 +49,8 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("data-format", po::value(&t.data_format)->default_value(t.data_format), "llmc or raw")
     ("config", po::value(&f.config),
      "a DeepSpeed JSON config: its stage, offload, micro-batch, gradient accumulation, bf16/fp16, bucket "
-     "sizes and aio settings replace the defaults (flags given on the command line win)")
+     "sizes and aio settings replace the defaults (flags given on the command line win); offload_bench adds "
+     "its partial optimizer offload (offload_optimizer.ratio below 1) to the strategies compared by default")
     ("baseline", po::value(&f.baseline),
      "regression mode: a results JSON of an earlier run; exit 1 when a configuration's throughput or GPU peak "
      "memory is worse than it by more than --max-regression")
@@ -114,10 +115,17 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   if (kind == ComparisonKind::zero_stages && !given(vm, "offload") && (ds.offload_optimizer || ds.offload_param)) {
     t.offload = strategy_of(ds);
   }
-  // The config's ratio goes with its optimizer offload (DeepSpeed reads it there and nowhere else).
+  // The config's ratio goes with its optimizer offload (DeepSpeed reads it there and nowhere else). zero_bench
+  // runs with it; offload_bench, which compares strategies, adds the config's own to the ones it compares by
+  // default (strategies_of), unless --strategies names them.
   const bool optimizer_offload = t.offload == "cpu_optimizer" || t.offload == "nvme";
   if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio") && optimizer_offload)
     t.offload_ratio = *ds.offload_ratio;
+  if (kind == ComparisonKind::offload_strategies && ds.offload_ratio && *ds.offload_ratio < 1.0) {
+    const OffloadStrategy config_strategy = parse_offload_strategy(strategy_of(ds));
+    if (config_strategy == OffloadStrategy::cpu_optimizer || config_strategy == OffloadStrategy::nvme)
+      f.config_strategy = offload_spec_name(config_strategy, *ds.offload_ratio);
+  }
   if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
   if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;
   if (ds.grad_accum && !given(vm, "grad-accum")) t.grad_accum = *ds.grad_accum;
@@ -193,6 +201,7 @@ std::vector<StrategySpec> strategies_of(const ComparisonFlags& f) {
   if (names.empty()) {
     names = {"none", "cpu_optimizer", "cpu_full"};
     if (!f.training.nvme_path.empty()) names.push_back("nvme");
+    if (!f.config_strategy.empty()) names.push_back(f.config_strategy);  // a partial offload from --config
   }
   std::vector<StrategySpec> out;
   std::set<std::string> seen;

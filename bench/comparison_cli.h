@@ -25,11 +25,12 @@ struct ComparisonFlags {
   std::string baseline;     // a results file to compare with (regression mode)
   double max_regression = 5;
   double peak_tflops = 0;
-  double device_memory_limit_gb = 0;    // tests: cap the engine's device allocations (0: none)
+  double device_memory_limit_gb = 0;  // tests: cap the engine's device allocations (0: none)
   double agreement_timeout_s = 600;
-  std::string inject_failure;  // tests: "RANK:CONFIGURATION:STEP"
+  std::string inject_failure;           // tests: "RANK:CONFIGURATION:STEP"
   std::vector<int> stages{0, 1, 2, 3};  // zero_bench
   std::vector<std::string> strategies;  // offload_bench
+  std::string config_strategy;          // offload_bench: a partial optimizer offload from --config (NAME:RATIO)
   int stage = -1;                       // offload_bench (-1: by strategy)
 };
 

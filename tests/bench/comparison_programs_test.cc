@@ -527,15 +527,21 @@ TEST(ComparisonPrograms, ADeepSpeedConfigSetsTheRun) {
   EXPECT_EQ(ds["gradient_clipping"], 0.5);
 }
 
+// A DeepSpeed config in `folder` that offloads half of the optimizer state to the CPU, and the flags of a
+// one-step tiny run with it, up to an --output-dir still to be named.
+std::string partial_offload_config_flags(const fs::path& folder) {
+  const fs::path config = folder / "ds.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 2,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})";
+  return "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 --config " + config.string() +
+         " --output-dir ";
+}
+
 // The config's offload_optimizer.ratio comes with its optimizer offload; a strategy given on the command line
 // that offloads no optimizer state leaves it aside (as DeepSpeed reads it only there).
 TEST(ComparisonPrograms, ADeepSpeedConfigsOffloadRatioGoesWithItsOptimizerOffload) {
   TempDir out;
-  const fs::path config = out.path() / "ds.json";
-  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 2,
-    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}})";
-  const std::string common = "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 --config " +
-                             config.string() + " --output-dir ";
+  const std::string common = partial_offload_config_flags(out.path());
   const ProgramResult r = run_job("zero_bench", common + (out.path() / "a").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path() / "a", "zero_comparison_", ".json"));
@@ -547,6 +553,23 @@ TEST(ComparisonPrograms, ADeepSpeedConfigsOffloadRatioGoesWithItsOptimizerOffloa
   const ProgramResult none = run_job("zero_bench", common + (out.path() / "b").string() + " --offload none");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(read_json(only_file(out.path() / "b", "zero_comparison_", ".json"))[0]["strategy"], "none");
+}
+
+// offload_bench compares strategies: the config's partial offload joins the ones it compares by default, and
+// --strategies, when given, is what runs.
+TEST(ComparisonPrograms, OffloadBenchAddsADeepSpeedConfigsPartialOffload) {
+  TempDir out;
+  const std::string common = partial_offload_config_flags(out.path());
+  const ProgramResult r = run_job("offload_bench", common + (out.path() / "a").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path() / "a", "offload_comparison_", ".json"));
+  std::vector<std::string> names;
+  for (const Json& record : records) names.push_back(record["strategy"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "cpu_optimizer", "cpu_full", "cpu_optimizer:0.5"}));
+  EXPECT_EQ(records.back()["offload_ratio"], 0.5);
+  const ProgramResult named = run_job("offload_bench", common + (out.path() / "b").string() + " --strategies none");
+  ASSERT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_EQ(read_json(only_file(out.path() / "b", "offload_comparison_", ".json")).size(), 1u);
 }
 
 }  // namespace
