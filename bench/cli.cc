@@ -239,6 +239,7 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
     attention_kernels_from_environment();
     gemm_algorithms_from_environment();
     weight_gradients_from_environment();
+    optimizer_updates_from_environment();
     norm_rows_from_environment();
     return body(vm);
   } catch (const po::error& e) {

@@ -67,7 +67,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                            const TrackingAllocator& allocator) {
   const size_t first = size_t(std::clamp<int64_t>(warmup, 0, int64_t(steps.size()) - 1));
   const double count = double(steps.size() - first);
-  double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, exposed = 0, bytes = 0;
+  double seconds = 0, tokens = 0, forward = 0, backward = 0, optimizer = 0, aside = 0, exposed = 0, bytes = 0;
   OffloadTimes host;
   for (size_t i = first; i < steps.size(); ++i) {
     host += steps[i].offload;
@@ -78,6 +78,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
     forward += steps[i].forward_ms;
     backward += steps[i].backward_ms;
     optimizer += steps[i].optimizer_ms;
+    aside += steps[i].update_aside_ms;
   }
   const double step_ms = seconds * 1e3 / count;
   auto share = [&](const char* name, double total_ms) {
@@ -87,8 +88,12 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                                   step_ms, tokens / seconds) +
                     rate_part(tokens / seconds, model) + "\n";
   out += "time per step: " + share("forward", forward) + ", " + share("backward", backward) + ", " +
-         share("optimizer on the GPU (with the gradient norm)", optimizer) + ", " +
+         share(aside > 0 ? "gradient norm" : "optimizer on the GPU (with the gradient norm)", optimizer) + ", " +
          share("other (host, copies, waits)", step_ms * count - forward - backward - optimizer) + "\n";
+  if (aside > 0) {
+    out += printf_string(
+        "the optimizer's update ran beside the next forward (included in it): %.1f ms of device time\n", aside / count);
+  }
   if (bytes > 0) {
     out += printf_string("communication per step and rank: %.3f GB of collectives; compute waited %.1f ms (%.0f%%) "
                          "for it (exposed)\n",

@@ -62,10 +62,13 @@ struct StepStats {
   double seconds = 0;        // wall-clock time of the whole step
   int64_t tokens = 0;        // on all ranks
   // Device time of the phases (the rest of `seconds` is host work, copies and waiting); optimizer_ms counts
-  // the gradient norm and the clipping factor with the update.
+  // the gradient norm and the clipping factor with the update, unless the update ran aside.
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   StepCommStats comm;
   OffloadTimes offload;  // the offload strategies' phases (zero without offload)
+  // The previous step's update where it ran aside, beside this step's forward (Backend::begin_aside): its
+  // device time, which overlaps forward_ms.
+  double update_aside_ms = 0;
 };
 
 class Trainer {
@@ -85,7 +88,9 @@ class Trainer {
   std::vector<std::vector<float>> gather_parameters();
 
   const ParameterLayout& layout() const { return layout_; }
-  ParameterStore& store() { return store_; }
+  // The weights and optimizer state, with the last step's update finished (it may run on beside the next
+  // step otherwise: see ZeroSchedule::update_aside).
+  ParameterStore& store();
   // Host memory of the offload strategies (pinned beside a GPU), by pool.
   const TrackingAllocator& host_allocator() const { return host_allocator_; }
   // The nvme strategy: false when its file system refused O_DIRECT and the file uses buffered I/O (the page
@@ -134,6 +139,8 @@ class Trainer {
   Buffer device_scalars_, host_scalars_;
   StepScalars device_, host_;
   int64_t step_ = 0;
+  // The last step's update queued aside (events before and after it), timed at the end of the next step.
+  std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> previous_update_span_;
 };
 
 }  // namespace zb

@@ -32,6 +32,7 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   held_params_.assign(units, nullptr);
   held_grads_.assign(units, nullptr);
   params_ready_.assign(units, 0);
+  updated_aside_.resize(units);
   awaiting_update_.assign(units, false);
   staging_.resize(units);
   // Whatever is held whole is bound once; the rest is bound as it is gathered.
@@ -120,7 +121,31 @@ void ZeroSchedule::start_host_update(const OptimizerParams& params) {
 }
 
 void ZeroSchedule::complete_updates() {
+  wait_updates_aside();
   for (size_t unit = 0; unit < store_.unit_count(); ++unit) ensure_updated(unit);
+}
+
+std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> ZeroSchedule::update_aside(
+    const std::function<void(size_t unit)>& update) {
+  ZB_CHECK(can_update_aside(), "an update aside with offload or a sharded optimizer");
+  if (!backend_.begin_aside()) {
+    for (size_t unit : forward_order_) update(unit);
+    return {};
+  }
+  auto first = backend_.record_event();
+  for (size_t unit : forward_order_) {
+    update(unit);
+    updated_aside_[unit] = backend_.record_event();
+  }
+  auto last = backend_.record_event();
+  backend_.end_aside();
+  return {std::move(first), std::move(last)};
+}
+
+void ZeroSchedule::wait_update_aside(size_t unit) {
+  if (!updated_aside_[unit]) return;
+  backend_.queue_wait(*updated_aside_[unit]);
+  updated_aside_[unit].reset();
 }
 
 void ZeroSchedule::ensure_updated(size_t unit) {
@@ -159,6 +184,7 @@ void ZeroSchedule::upload_finished_units(size_t waiting_for) {
 }
 
 void ZeroSchedule::acquire_params(size_t unit, const std::vector<size_t>& order) {
+  wait_update_aside(unit);
   ensure_updated(unit);
   if (store_.resident_params(unit)) {
     wait_exposed(params_ready_[unit]);
@@ -206,6 +232,7 @@ void ZeroSchedule::release_params(size_t unit) {
 }
 
 GradWrite ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
+  wait_update_aside(unit);  // (the forward waited already, unless it never read the unit) its gradient is next
   if (reads_weights) acquire_params(unit, backward_order_);
   // Whole gradients: the first micro-batch writes them (their gaps and padding were zeroed when the store
   // was made, and nothing writes there), later ones add to them.

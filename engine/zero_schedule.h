@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -71,8 +72,22 @@ class ZeroSchedule final : public UnitAccess {
   // optimizer's update of every unit whose state it holds, in forward order; each unit's weights go back as
   // it is first needed. (Units whose state is on the device are the caller's to update.)
   void start_host_update(const OptimizerParams& params);
-  // Offload: brings every unit's update still under way to the device (before reading all the weights).
+  // Brings every unit's update still under way (on the host, or queued aside) to the device, before reading
+  // all the weights.
   void complete_updates();
+  // The compute stream waits for every update queued aside.
+  void wait_updates_aside() {
+    for (size_t unit = 0; unit < updated_aside_.size(); ++unit) wait_update_aside(unit);
+  }
+  // Whether the device's update may run aside (see update_aside): no host optimizer and every unit's update
+  // written where the forward reads it (stage 0: nothing is gathered after the optimizer).
+  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer(); }
+  // Queues update(unit) for every unit in forward order aside (Backend::begin_aside), after the work queued so
+  // far: the next forward (or backward) waits for each unit's update just before it reads the unit, so the
+  // updates run beside it. Returns events before the first and after the last update, for timing (none where
+  // the backend keeps the updates in order).
+  std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> update_aside(
+      const std::function<void(size_t unit)>& update);
   // After the optimizer: the new weights go to where they are held whole; gathered copies are forgotten.
   void publish_parameters();
   // The compute stream waits for every collective issued so far.
@@ -92,6 +107,8 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<Tensor> optimizer_gradients() const;
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
+  // The compute stream waits for the unit's update queued aside, if one still is.
+  void wait_update_aside(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit
   // Offload: unit's gradient range is final (after the collectives and compute issued so far): copy it down.
   void gradient_final(size_t unit);
@@ -127,8 +144,10 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<size_t> forward_order_, backward_order_;
   UnitSlots param_slots_, grad_slots_;
   std::vector<UnitSlots::Slot*> held_params_, held_grads_;
-  std::vector<CommTicket> params_ready_;       // the post-optimizer gather each whole unit waits for
-  std::vector<Buffer> staging_;                // stages 2-3 with micro-batches: a reduce-scatter's landing place
+  std::vector<CommTicket> params_ready_;  // the post-optimizer gather each whole unit waits for
+  std::vector<Buffer> staging_;           // stages 2-3 with micro-batches: a reduce-scatter's landing place
+  // Each unit's update queued aside, until the compute stream waits for it.
+  std::vector<std::unique_ptr<TimingEvent>> updated_aside_;
   std::vector<std::pair<size_t, CommTicket>> pending_adds_;
   std::vector<size_t> unreduced_;  // stages 0-1: units whose gradient is complete and not yet reduced
   int64_t unreduced_numel_ = 0;

@@ -55,7 +55,7 @@ class Backend {
   // dst = src converted to dst's dtype (equal element counts, both on this backend's device).
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void fill_zero(Tensor& t) = 0;
-  // Waits until all work issued so far has finished.
+  // Waits until all work issued so far on the main sequence has finished (see begin_aside).
   virtual void synchronize() = 0;
   // Marks the current point of the work; elapsed_ms waits for `end` and returns the time between the two.
   virtual std::unique_ptr<TimingEvent> record_event() = 0;
@@ -167,6 +167,18 @@ class Backend {
   // 1e-6)) computed in fp64 (1 when max_norm is 0), or NaN when sum_of_squares or loss (f64 [1] each) is not
   // finite: optimizer_step given that factor (OptimizerParams::grad_factor) then leaves everything as it was.
   virtual void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) = 0;
+  // --- work beside the main sequence ------------------------------------------------------------------------
+  // Between begin_aside() and end_aside(), optimizer_step and record_event go onto a second queue of the
+  // device's: that work starts once everything queued before begin_aside() is done and runs beside what is
+  // queued after end_aside() (a step's update beside the next forward); the main sequence waits for an event
+  // recorded there with queue_wait. Every other call stays on the main sequence, and synchronize() does not
+  // wait for work queued aside (queue_wait for it first). begin_aside returns false where the work stays in
+  // order on the main sequence: a backend without a second queue (the CPU's), or one told to keep it there.
+  virtual bool begin_aside() { return false; }
+  virtual void end_aside() {}
+  // Work queued after this on the main sequence starts once the device has passed `event`.
+  virtual void queue_wait(const TimingEvent& event) { (void)event; }
+
   // One update of master [n] (fp32) from grad [n]; m and v [n] (fp32) are the optimizer state (v unused by SGD).
   // When params_out is not empty it receives the updated master converted to its dtype (the model copy).
   virtual void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

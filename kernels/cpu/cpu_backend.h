@@ -6,7 +6,7 @@
 
 namespace zb {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::cpu(); }
 

@@ -127,7 +127,13 @@ class CudaBackend final : public Backend {
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
 
+  bool begin_aside() override;
+  void end_aside() override { aside_ = false; }
+  void queue_wait(const TimingEvent& event) override;
+
  private:
+  // Where optimizer_step and record_event queue: the aside stream between begin_aside and end_aside.
+  cudaStream_t update_stream() const { return aside_ ? aside_stream_ : stream_; }
   void check_copy(const Tensor& src, const Tensor& dst) const;
   // At least `bytes` of device scratch, valid until the next call (growth waits for the stream first).
   cuda::Scratch scratch(size_t bytes);
@@ -159,6 +165,11 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  // The stream updates queued aside run on, and the event it starts after.
+  cudaStream_t aside_stream_ = nullptr;
+  cudaEvent_t aside_fork_ = nullptr;
+  bool aside_ = false;
+  OptimizerUpdates optimizer_updates_;
   WeightGradients weight_gradients_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;
