@@ -12,6 +12,7 @@
 #include "kernels/attention_kernels.h"
 #include "kernels/gemm_algorithms.h"
 #include "kernels/norm_rows.h"
+#include "kernels/optimizer_updates.h"
 #include "models/model_registry.h"
 
 namespace zb {

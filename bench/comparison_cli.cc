@@ -118,14 +118,15 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   // The config's ratio goes with its optimizer offload (DeepSpeed reads it there and nowhere else). zero_bench
   // runs with it; offload_bench, which compares strategies, adds the config's own to the ones it compares by
   // default (strategies_of), unless --strategies names them.
-  const bool optimizer_offload = t.offload == "cpu_optimizer" || t.offload == "nvme";
-  if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio") && optimizer_offload)
+  auto offloads_optimizer = [](const std::string& strategy) {
+    return strategy == "cpu_optimizer" || strategy == "nvme";
+  };
+  if (kind == ComparisonKind::zero_stages && ds.offload_ratio && !given(vm, "offload-ratio") &&
+      offloads_optimizer(t.offload))
     t.offload_ratio = *ds.offload_ratio;
-  if (kind == ComparisonKind::offload_strategies && ds.offload_ratio && *ds.offload_ratio < 1.0) {
-    const OffloadStrategy config_strategy = parse_offload_strategy(strategy_of(ds));
-    if (config_strategy == OffloadStrategy::cpu_optimizer || config_strategy == OffloadStrategy::nvme)
-      f.config_strategy = offload_spec_name(config_strategy, *ds.offload_ratio);
-  }
+  if (kind == ComparisonKind::offload_strategies && ds.offload_ratio && *ds.offload_ratio < 1.0 &&
+      offloads_optimizer(strategy_of(ds)))
+    f.config_strategy = offload_spec_name(parse_offload_strategy(strategy_of(ds)), *ds.offload_ratio);
   if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
   if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;
   if (ds.grad_accum && !given(vm, "grad-accum")) t.grad_accum = *ds.grad_accum;

@@ -187,7 +187,7 @@ StepStats Trainer::step() {
 
   const auto optimizer_start = backend_.record_event();
   double loss = 0, norm = 0;
-  std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> update_span;  // when queued aside
+  EventSpan update_span;  // when queued aside
   if (host_optimizer_) {
     // The host updates the weights, so it needs the loss and the norm now.
     backend_.copy(device_.loss, host_.loss);
@@ -204,13 +204,9 @@ StepStats Trainer::step() {
     schedule_.gradient_sum_of_squares_into(device_.sum_of_squares);
     backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, device_.clip_factor);
     params.grad_factor = device_.clip_factor.as<float>();
-    if (schedule_.can_update_aside()) {
-      // Beside the next step's forward, which waits for each unit's update just before the unit: the update
-      // is memory-bound and the forward mostly not, so they share the device where in order they would not.
-      update_span = schedule_.update_aside([&](size_t u) { update_on_device(u, params); });
-    } else {
-      for (size_t u = 0; u < store_.unit_count(); ++u) update_on_device(u, params);
-    }
+    // Beside the next step's forward where it can be, which waits for each unit's update just before the unit:
+    // the update is memory-bound and the forward mostly not.
+    update_span = schedule_.update_on_device([&](size_t u) { update_on_device(u, params); });
     backend_.copy_queued(device_.loss, host_.loss);
     backend_.copy_queued(device_.sum_of_squares, host_.sum_of_squares);
   }

@@ -89,7 +89,7 @@ class Trainer {
 
   const ParameterLayout& layout() const { return layout_; }
   // The weights and optimizer state, with the last step's update finished (it may run on beside the next
-  // step otherwise: see ZeroSchedule::update_aside).
+  // step otherwise: see ZeroSchedule::update_on_device).
   ParameterStore& store();
   // Host memory of the offload strategies (pinned beside a GPU), by pool.
   const TrackingAllocator& host_allocator() const { return host_allocator_; }
@@ -140,7 +140,7 @@ class Trainer {
   StepScalars device_, host_;
   int64_t step_ = 0;
   // The last step's update queued aside (events before and after it), timed at the end of the next step.
-  std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> previous_update_span_;
+  EventSpan previous_update_span_;
 };
 
 }  // namespace zb

@@ -125,10 +125,8 @@ void ZeroSchedule::complete_updates() {
   for (size_t unit = 0; unit < store_.unit_count(); ++unit) ensure_updated(unit);
 }
 
-std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> ZeroSchedule::update_aside(
-    const std::function<void(size_t unit)>& update) {
-  ZB_CHECK(can_update_aside(), "an update aside with offload or a sharded optimizer");
-  if (!backend_.begin_aside()) {
+EventSpan ZeroSchedule::update_on_device(const std::function<void(size_t unit)>& update) {
+  if (!can_update_aside() || !backend_.begin_aside()) {
     for (size_t unit : forward_order_) update(unit);
     return {};
   }

@@ -46,6 +46,9 @@ struct StepCommStats {
   double total_bytes() const { return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes; }
 };
 
+// Two points of a backend's work (before and after a span of it), for timing the span.
+using EventSpan = std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>>;
+
 // Brings unit's weights whole into `whole` (on the device, the unit's padded length) from where this rank
 // holds them: copied up from the host (cpu_full) and all-gathered from the ranks' shards, as the store says.
 // Not for units resident on the device. Returns the ticket of the last copy or collective it queued.
@@ -79,15 +82,12 @@ class ZeroSchedule final : public UnitAccess {
   void wait_updates_aside() {
     for (size_t unit = 0; unit < updated_aside_.size(); ++unit) wait_update_aside(unit);
   }
-  // Whether the device's update may run aside (see update_aside): no host optimizer and every unit's update
-  // written where the forward reads it (stage 0: nothing is gathered after the optimizer).
-  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer(); }
-  // Queues update(unit) for every unit in forward order aside (Backend::begin_aside), after the work queued so
-  // far: the next forward (or backward) waits for each unit's update just before it reads the unit, so the
-  // updates run beside it. Returns events before the first and after the last update, for timing (none where
-  // the backend keeps the updates in order).
-  std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>> update_aside(
-      const std::function<void(size_t unit)>& update);
+  // Calls update(unit) for every unit in forward order, to queue the device's update of each. Where it may
+  // (no host optimizer, stage 0: nothing is gathered after the optimizer) and the backend takes it, the updates
+  // go aside (Backend::begin_aside), after the work queued so far: the next forward (or backward) waits for each
+  // unit's update just before it reads the unit, so the updates run beside it. Returns the span of the updates
+  // queued aside, for timing (empty where they stay in order).
+  EventSpan update_on_device(const std::function<void(size_t unit)>& update);
   // After the optimizer: the new weights go to where they are held whole; gathered copies are forgotten.
   void publish_parameters();
   // The compute stream waits for every collective issued so far.
@@ -107,6 +107,8 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<Tensor> optimizer_gradients() const;
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
+  // Whether the device's update may run aside (see update_on_device).
+  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer(); }
   // The compute stream waits for the unit's update queued aside, if one still is.
   void wait_update_aside(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit

@@ -14,9 +14,4 @@ WeightGradients weight_gradients_from_environment() {
       "ZB_WEIGHT_GRADIENTS", {{"concurrent", WeightGradients::concurrent}, {"serial", WeightGradients::serial}});
 }
 
-OptimizerUpdates optimizer_updates_from_environment() {
-  return choice_from_environment<OptimizerUpdates>(
-      "ZB_OPTIMIZER_UPDATES", {{"aside", OptimizerUpdates::aside}, {"in_order", OptimizerUpdates::in_order}});
-}
-
 }  // namespace zb

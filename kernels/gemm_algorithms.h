@@ -40,13 +40,4 @@ enum class WeightGradients { concurrent, serial };
 // ZB_WEIGHT_GRADIENTS's value, or concurrent when it is unset or empty; UsageError naming the variable otherwise.
 WeightGradients weight_gradients_from_environment();
 
-// Where a step's optimizer update runs when the trainer queues it aside (Backend::begin_aside): `aside` on a
-// second stream, beside the next step's forward, which waits for each unit's update just before the unit;
-// `in_order` on the main stream, after the gradient norm. The environment variable ZB_OPTIMIZER_UPDATES
-// picks; aside by default. The same bits either way: each update reads and writes what it did before.
-enum class OptimizerUpdates { aside, in_order };
-
-// ZB_OPTIMIZER_UPDATES's value, or aside when it is unset or empty; UsageError naming the variable otherwise.
-OptimizerUpdates optimizer_updates_from_environment();
-
 }  // namespace zb

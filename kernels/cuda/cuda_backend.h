@@ -10,9 +10,10 @@
 
 #include "core/tracking_allocator.h"
 #include "kernels/attention_kernels.h"
-#include "kernels/norm_rows.h"
 #include "kernels/backend.h"
 #include "kernels/gemm_algorithms.h"
+#include "kernels/norm_rows.h"
+#include "kernels/optimizer_updates.h"
 
 namespace zb {
 
