@@ -13,6 +13,7 @@
 #include "kernels/gemm_algorithms.h"
 #include "kernels/norm_rows.h"
 #include "kernels/optimizer_updates.h"
+#include "kernels/pass_recording.h"
 #include "models/model_registry.h"
 
 namespace zb {
@@ -236,12 +237,14 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
       return 0;
     }
     po::notify(vm);
-    // A bad ZB_ATTENTION, ZB_GEMM_ALGORITHMS, ZB_WEIGHT_GRADIENTS or ZB_NORM_ROWS is bad input too.
+    // A bad ZB_ATTENTION, ZB_GEMM_ALGORITHMS, ZB_WEIGHT_GRADIENTS, ZB_OPTIMIZER_UPDATES, ZB_NORM_ROWS or
+    // ZB_PASS_RECORDING is bad input too.
     attention_kernels_from_environment();
     gemm_algorithms_from_environment();
     weight_gradients_from_environment();
     optimizer_updates_from_environment();
     norm_rows_from_environment();
+    pass_recording_from_environment();
     return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";

@@ -65,6 +65,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   }
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
+  if (run.device.is_cuda()) print(zb::cat("pass replay (CUDA graphs): ", trainer.pass_replay().describe()));
   if (const size_t host = trainer.host_allocator().total().peak) {
     const zb::ParameterStore& store = trainer.store();
     print(zb::cat("host memory of the ", zb::offload_spec_name(o.offload, o.offload_ratio), " strategy (",

@@ -129,7 +129,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
       schedule_(store_, model_, backend, *comm_, allocator, options_.zero),
       staging_(host_memory_beside(backend)),
-      uploads_(data, backend, staging_, options.batch * options.seq) {
+      uploads_(data, backend, staging_, options.batch * options.seq),
+      pass_replay_(backend) {
   validate(options.zero);
   store_.initialize(backend, options.seed);
   if (options.offload != OffloadStrategy::none) {
@@ -147,6 +148,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
     host_optimizer_->settle_speculation_before_step(options.settle_speculation);
     schedule_.attach(host_optimizer_.get());
   }
+  if (const std::string why = schedule_.why_pass_not_device_only(); !why.empty()) pass_replay_.turn_off(why);
+  if (pass_replay_.on()) schedule_.keep_updates_in_order();
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -176,11 +179,18 @@ StepStats Trainer::step() {
   // gradient of the mean over every token of the step.
   const float loss_scale = 1.0f / float(options_.grad_accum * world);
   backend_.fill_zero(device_.loss);
-  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
-    uploads_.upload(inputs, targets);
-    schedule_.begin_micro_batch(micro, options_.grad_accum);
-    passes.push_back(model_.queue_forward_backward(inputs, targets, loss_scale));
+  const auto forward_and_loss = [&] {
+    model_.queue_forward_and_loss(inputs, targets, loss_scale);
     backend_.accumulate_sum(model_.losses(), 1.0 / double(ids.numel() * options_.grad_accum), device_.loss);
+  };
+  const auto backward = [&] { model_.queue_backward(inputs); };
+  const PassReplay::Segments pass{forward_and_loss, backward};
+  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
+    uploads_.upload(inputs, targets);  // into the same buffers each time
+    schedule_.begin_micro_batch(micro, options_.grad_accum);
+    // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them.
+    PassReplay::Marks marks = pass_replay_.run(micro == 0 ? 0 : 1, pass);
+    passes.push_back(PassMarks{std::move(marks[0]), std::move(marks[1]), std::move(marks[2])});
     schedule_.end_micro_batch();
   }
   schedule_.finish_gradients();

@@ -13,6 +13,7 @@
 #include "engine/host_optimizer.h"
 #include "engine/offload_strategy.h"
 #include "engine/parameter_store.h"
+#include "engine/pass_replay.h"
 #include "engine/token_source.h"
 #include "engine/token_uploads.h"
 #include "engine/zero_config.h"
@@ -103,6 +104,8 @@ class Trainer {
     return host_optimizer_ ? host_optimizer_->speculation_counts() : HostOptimizer::SpeculationCounts{};
   }
   Transformer& model() { return model_; }
+  // Whether the micro-batch passes are replayed from recordings, and why not where they are not.
+  const PassReplay& pass_replay() const { return pass_replay_; }
   Communicator& communicator() { return *comm_; }
 
  private:
@@ -130,6 +133,7 @@ class Trainer {
   // step's loss and gradient norm out.
   TrackingAllocator staging_;
   TokenUploads uploads_;
+  PassReplay pass_replay_;
   Buffer inputs_, targets_;
   // The step's scalars where its work runs: the mean loss and the gradients' sum of squares (f64), the
   // clipping factor (f32); and the first two on the host, copied there at the end of the step.

@@ -371,6 +371,16 @@ void ZeroSchedule::gradient_sum_of_squares_into(Tensor& total) {
   if (store_.sharded_optimizer()) comm_.wait(comm_.all_reduce_sum(total));
 }
 
+std::string ZeroSchedule::why_pass_not_device_only() const {
+  if (comm_.size() > 1) return cat(comm_.size(), " ranks: gradients are reduced during the pass");
+  if (host_) return "offload: gradients are copied to the host during the pass";
+  if (!store_.whole_grads()) return "gradients are reduced from slots during the pass (stages 2-3)";
+  if (store_.sharded_optimizer()) return "the forward waits for the weights' gather after the update (stages 1-3)";
+  for (size_t unit = 0; unit < store_.unit_count(); ++unit)
+    if (!store_.resident_params(unit)) return "weights are gathered into slots during the pass (stage 3)";
+  return "";
+}
+
 void ZeroSchedule::publish_parameters() {
   // (Units the host optimizer updates send their weights out as each update finishes: ensure_updated.)
   if (store_.sharded_optimizer()) {

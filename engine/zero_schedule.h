@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,13 @@ class ZeroSchedule final : public UnitAccess {
   // Brings every unit's update still under way (on the host, or queued aside) to the device, before reading
   // all the weights.
   void complete_updates();
+  // Why a micro-batch's forward and backward are more than device work queued on the compute stream (a
+  // collective, a copy to or from the host, a gather into a slot), or "" where they are only that: the same
+  // work on the same buffers at every step, which a backend may record and replay (engine/pass_replay.h).
+  std::string why_pass_not_device_only() const;
+  // update_on_device runs the updates in order on the main sequence, never aside: a replayed pass cannot wait
+  // for an update queued after it was recorded.
+  void keep_updates_in_order() { updates_in_order_ = true; }
   // The compute stream waits for every update queued aside.
   void wait_updates_aside() {
     for (size_t unit = 0; unit < updated_aside_.size(); ++unit) wait_update_aside(unit);
@@ -108,7 +116,7 @@ class ZeroSchedule final : public UnitAccess {
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
   // Whether the device's update may run aside (see update_on_device).
-  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer(); }
+  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer() && !updates_in_order_; }
   // The compute stream waits for the unit's update queued aside, if one still is.
   void wait_update_aside(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit
@@ -159,6 +167,7 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>>> waits_;
   double host_comm_ms_ = 0;
   HostOptimizer* host_ = nullptr;
+  bool updates_in_order_ = false;
   std::vector<bool> awaiting_update_;  // units whose new weights the host has not handed over yet
   CommTicket last_to_host_ = 0;
   double update_wait_ms_ = 0;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,19 @@ enum class GradWrite { add, overwrite };
 class TimingEvent {
  public:
   virtual ~TimingEvent() = default;
+};
+
+// Work recorded once (Backend::begin_recording .. end_recording) and queued again as recorded: the same
+// kernels with the same arguments on the same buffers, without issuing each launch again (a CUDA graph). What
+// the work reads and writes must therefore be at the same addresses, and hold what it should, at each replay.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  // True once the backend has replaced a buffer of its own that the work uses (its scratch grew) or changed a
+  // kernel choice it holds: record it again.
+  virtual bool stale() const = 0;
+  // Queues the work again on the main sequence (not when stale).
+  virtual void replay() = 0;
 };
 
 class Backend {
@@ -60,6 +74,19 @@ class Backend {
   // Marks the current point of the work; elapsed_ms waits for `end` and returns the time between the two.
   virtual std::unique_ptr<TimingEvent> record_event() = 0;
   virtual double elapsed_ms(const TimingEvent& start, const TimingEvent& end) = 0;
+  // Recording (see RecordedWork): where the backend can record work, the work queued between begin_recording
+  // and end_recording is recorded instead of run. end_recording returns the recording, or nullptr and why not
+  // where the work could not be recorded (it waited on the host, allocated memory, or used the device in a
+  // way a recording cannot hold); abandon_recording ends a recording an exception interrupted. Nothing of
+  // the work queued while recording has run, either way. record_event() is not for use while recording: time
+  // a replay from outside it.
+  virtual bool can_record() const { return false; }
+  virtual void begin_recording() { throw std::logic_error("begin_recording on a backend that cannot record"); }
+  virtual std::unique_ptr<RecordedWork> end_recording(std::string& why_not) {
+    why_not = "this backend cannot record work";
+    return nullptr;
+  }
+  virtual void abandon_recording() noexcept {}
   // Blocks the host until the device has passed `event`.
   virtual void wait_for(const TimingEvent& event) = 0;
   // As copy, but queued behind the work issued so far and returning at once: host memory on either side must

@@ -1,6 +1,6 @@
 // One of a fixed set of named values, read from an environment variable: the kernel choices (ZB_ATTENTION,
-// ZB_GEMM_ALGORITHMS, ZB_WEIGHT_GRADIENTS, ZB_NORM_ROWS, ZB_OPTIMIZER_UPDATES) that a benchmark or test switches
-// without a rebuild.
+// ZB_GEMM_ALGORITHMS, ZB_WEIGHT_GRADIENTS, ZB_NORM_ROWS, ZB_OPTIMIZER_UPDATES, ZB_PASS_RECORDING) that a
+// benchmark or test switches without a rebuild.
 #pragma once
 
 #include <cstdlib>

@@ -60,13 +60,17 @@ double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets
 PassMarks Transformer::queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
   PassMarks marks;
   marks.start = backend_.record_event();
+  queue_forward_and_loss(tokens, targets, loss_scale);
+  marks.loss_done = backend_.record_event();
+  queue_backward(tokens);
+  marks.end = backend_.record_event();
+  return marks;
+}
+
+void Transformer::queue_forward_and_loss(const Tensor& tokens, const Tensor& targets, float loss_scale) {
   forward_to_logits(tokens);
   const float grad_scale = loss_scale / float(batch_ * seq_);
   backend_.cross_entropy_forward_backward(acts_.logits, targets, config_.vocab_size, grad_scale, acts_.losses);
-  marks.loss_done = backend_.record_event();
-  backward_from_logit_gradients(tokens);
-  marks.end = backend_.record_event();
-  return marks;
 }
 
 void Transformer::forward_to_logits(const Tensor& tokens) {

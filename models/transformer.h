@@ -44,6 +44,10 @@ class Transformer {
   // The same queued on the backend without waiting: the per-token losses are in losses() once the device is
   // past the returned marks' loss_done.
   PassMarks queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale);
+  // Its two halves, queued: the forward with the loss and the logits' gradient (losses() then holds the
+  // per-token losses), and the backward from there.
+  void queue_forward_and_loss(const Tensor& tokens, const Tensor& targets, float loss_scale);
+  void queue_backward(const Tensor& tokens) { backward_from_logit_gradients(tokens); }
   const Tensor& losses() const { return acts_.losses; }
 
   int64_t batch() const { return batch_; }

@@ -27,12 +27,12 @@ for c in "${cases[@]}"; do
     env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
       --num-steps 30 --warmup-steps 10 > "$log" 2>&1 || { tail -5 "$log"; ours+=(failed); names+=("$variant"); continue; }
     ours+=("$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")"); names+=("$variant")
-    echo "[$model B$batch T$seq, $variant]"; grep -E "^summary|^time per step|^peak memory|^GEMM|^attention" "$log"
+    echo "[$model B$batch T$seq, $variant]"; grep -E "^summary|^time per step|^peak memory|^GEMM|^attention|^pass replay" "$log"
   done
   theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
            2>"$out/torch_${model}_t${seq}.err" | tee "$out/torch_${model}_b${batch}_t${seq}.json" | grep -oP '"tok_s": \K[0-9]+')
   for i in "${!ours[@]}"; do
-    ratio=$(python3 -c "print(f'{${ours[i]} / $theirs:.2f}' if '$theirs' else 'n/a')" 2>/dev/null)
+    ratio=$(python3 -c "print(f'{${ours[i]} / $theirs:.3f}' if '$theirs' else 'n/a')" 2>/dev/null)
     table+=("$(printf '%-12s B%-3s T%-5s %-30s ours %8s tok/s | PyTorch %8s tok/s | ratio %s' "$model" "$batch" "$seq" \
       "${names[i]}" "${ours[i]}" "${theirs:-n/a}" "${ratio:-n/a}")")
   done

@@ -10,6 +10,8 @@
 #include "kernels/cuda/cublaslt_gemm.h"
 #include "kernels/cuda/cuda_dtype.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_recorded_work.h"
+#include "kernels/cuda/cuda_timing_event.h"
 #ifdef ZB_HAVE_CUDNN
 #include "kernels/cuda/cudnn_attention.h"
 #endif
@@ -37,21 +39,13 @@ cudaDataType_t cuda_type() {
   return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
 }
 
-struct CudaTimingEvent final : TimingEvent {
-  cudaEvent_t event = nullptr;
-  explicit CudaTimingEvent(cudaStream_t stream) {
-    ZB_CUDA_CHECK(cudaEventCreate(&event));
-    ZB_CUDA_CHECK(cudaEventRecord(event, stream));
-  }
-  ~CudaTimingEvent() override { cudaEventDestroy(event); }
-};
-
 }  // namespace
 
 CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
     : ordinal_(ordinal),
       allocator_(device_allocator),
       optimizer_updates_(optimizer_updates_from_environment()),
+      pass_recording_(pass_recording_from_environment()),
       weight_gradients_(weight_gradients_from_environment()),
       attention_kernels_(attention_kernels_from_environment()),
       norm_rows_(norm_rows_from_environment()) {
@@ -74,6 +68,7 @@ void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
   ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old plans' workspace may still be in use
   gemm_.reset();
   gemm_ = std::make_unique<cuda::CublasLtGemm>(allocator_, algorithms);
+  ++recording_generation_;
 }
 
 const TimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
@@ -93,6 +88,7 @@ cuda::Scratch CudaBackend::scratch(size_t bytes) {
     ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still use the old buffer
     scratch_.reset();
     scratch_ = allocator_.allocate(std::max(bytes, size_t(1) << 20), MemoryPool::workspace);
+    ++recording_generation_;  // recordings that use the old buffer are stale
   }
   return {scratch_.data(), scratch_.bytes()};
 }
@@ -137,8 +133,39 @@ void CudaBackend::fill_zero(Tensor& t) {
 
 void CudaBackend::synchronize() { ZB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+// Thread-local capture mode: a call from this thread that cannot be captured (an allocation, a wait for the
+// device) fails, which ends the recording with the reason, instead of being captured wrongly.
+void CudaBackend::begin_recording() {
+  ZB_CHECK(can_record(), "begin_recording: ZB_PASS_RECORDING=eager");
+  ZB_CHECK(!recording_, "begin_recording while recording");
+  ZB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  recording_ = true;
+}
+
+std::unique_ptr<RecordedWork> CudaBackend::end_recording(std::string& why_not) {
+  ZB_CHECK(recording_, "end_recording without begin_recording");
+  recording_ = false;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+  if (status != cudaSuccess || graph == nullptr) {
+    cudaGetLastError();
+    why_not = cat("the stream capture failed: ", cudaGetErrorString(status));
+    return nullptr;
+  }
+  return cuda::CudaRecordedWork::instantiate(graph, stream_, recording_generation_, recording_generation_, why_not);
+}
+
+void CudaBackend::abandon_recording() noexcept {
+  if (!recording_) return;
+  recording_ = false;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
 std::unique_ptr<TimingEvent> CudaBackend::record_event() {
-  return std::make_unique<CudaTimingEvent>(update_stream());
+  ZB_CHECK(!recording_, "record_event while recording: a replay is timed from outside it");
+  return std::make_unique<cuda::CudaTimingEvent>(update_stream());
 }
 
 bool CudaBackend::begin_aside() {
@@ -150,16 +177,16 @@ bool CudaBackend::begin_aside() {
 }
 
 void CudaBackend::queue_wait(const TimingEvent& event) {
-  ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, dynamic_cast<const CudaTimingEvent&>(event).event));
+  ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, dynamic_cast<const cuda::CudaTimingEvent&>(event).event));
 }
 
 void CudaBackend::wait_for(const TimingEvent& event) {
-  ZB_CUDA_CHECK(cudaEventSynchronize(dynamic_cast<const CudaTimingEvent&>(event).event));
+  ZB_CUDA_CHECK(cudaEventSynchronize(dynamic_cast<const cuda::CudaTimingEvent&>(event).event));
 }
 
 double CudaBackend::elapsed_ms(const TimingEvent& start, const TimingEvent& end) {
-  const auto& a = dynamic_cast<const CudaTimingEvent&>(start);
-  const auto& b = dynamic_cast<const CudaTimingEvent&>(end);
+  const auto& a = dynamic_cast<const cuda::CudaTimingEvent&>(start);
+  const auto& b = dynamic_cast<const cuda::CudaTimingEvent&>(end);
   ZB_CUDA_CHECK(cudaEventSynchronize(b.event));
   float ms = 0;
   ZB_CUDA_CHECK(cudaEventElapsedTime(&ms, a.event, b.event));

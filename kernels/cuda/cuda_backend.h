@@ -14,6 +14,7 @@
 #include "kernels/gemm_algorithms.h"
 #include "kernels/norm_rows.h"
 #include "kernels/optimizer_updates.h"
+#include "kernels/pass_recording.h"
 
 namespace zb {
 
@@ -56,16 +57,34 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
-  void set_gemm_epilogues(GemmEpilogues epilogues) { epilogues_ = epilogues; }
+  // Each setter also makes earlier recordings stale (RecordedWork::replay): they hold the old choices.
+  void set_gemm_epilogues(GemmEpilogues epilogues) {
+    epilogues_ = epilogues;
+    ++recording_generation_;
+  }
   // Replaces the GEMM plans (the environment's ZB_GEMM_ALGORITHMS picks at construction).
   void set_gemm_algorithms(GemmAlgorithms algorithms);
   // The environment's ZB_WEIGHT_GRADIENTS picks at construction.
-  void set_weight_gradients(WeightGradients where) { weight_gradients_ = where; }
+  void set_weight_gradients(WeightGradients where) {
+    weight_gradients_ = where;
+    ++recording_generation_;
+  }
   const TimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
-  void set_attention_kernels(AttentionKernels kernels) { attention_kernels_ = kernels; }
+  void set_attention_kernels(AttentionKernels kernels) {
+    attention_kernels_ = kernels;
+    ++recording_generation_;
+  }
   // The environment's ZB_NORM_ROWS picks at construction.
-  void set_norm_rows(NormRows rows) { norm_rows_ = rows; }
+  // The environment's ZB_PASS_RECORDING picks at construction.
+  void set_pass_recording(PassRecording recording) {
+    pass_recording_ = recording;
+    ++recording_generation_;
+  }
+  void set_norm_rows(NormRows rows) {
+    norm_rows_ = rows;
+    ++recording_generation_;
+  }
   const AttentionUse& attention_use() const { return attention_use_; }
   std::string kernel_choices() const override;
 
@@ -73,6 +92,11 @@ class CudaBackend final : public Backend {
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_zero(Tensor& t) override;
   void synchronize() override;
+  // The main stream's work captured into a CUDA graph (ZB_PASS_RECORDING=eager: none).
+  bool can_record() const override { return pass_recording_ == PassRecording::graphs; }
+  void begin_recording() override;
+  std::unique_ptr<RecordedWork> end_recording(std::string& why_not) override;
+  void abandon_recording() noexcept override;
   std::unique_ptr<TimingEvent> record_event() override;
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;
   void wait_for(const TimingEvent& event) override;
@@ -171,6 +195,11 @@ class CudaBackend final : public Backend {
   cudaEvent_t aside_fork_ = nullptr;
   bool aside_ = false;
   OptimizerUpdates optimizer_updates_;
+  PassRecording pass_recording_;
+  bool recording_ = false;  // the main stream is being captured
+  // Counts the changes that make a recording stale: scratch_ or the GEMM plans (and their workspaces) replaced,
+  // a kernel choice set.
+  uint64_t recording_generation_ = 0;
   WeightGradients weight_gradients_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;

@@ -138,6 +138,70 @@ TEST_F(CudaTraining, CudnnAttentionTrainsAsOursDoes) {
 }
 #endif
 
+// Replaying a recorded pass runs the same kernels on the same buffers as queuing it: with our attention kernels
+// (every reduction in a fixed order) a replayed run is bit-identical to a queued one. Micro-batches that write
+// the gradients and those that add to them are both replayed, each replay is timed on its own marks, and a
+// recording made stale by a kernel choice set mid-run is recorded again.
+TEST_F(CudaTraining, ReplayedPassesTrainBitIdenticallyToQueuedOnes) {
+  gpu->set_attention_kernels(AttentionKernels::own);
+  gpu->set_gemm_algorithms(GemmAlgorithms::heuristic);
+  TrainingOptions options = bf16_gpt2();
+  options.grad_accum = 2;
+  struct Run {
+    std::vector<StepStats> steps;
+    std::vector<std::vector<uint8_t>> state;
+    std::string replay;
+  };
+  const auto train = [&](PassRecording recording) {
+    gpu->set_pass_recording(recording);
+    auto data = make_synthetic_tokens({options.batch, options.seq, 0, 1}, options.model.vocab_size, 9);
+    Trainer trainer(options, *gpu, *allocator, *data);
+    Run run;
+    for (int i = 0; i < 5; ++i) {
+      if (i == 3) gpu->set_norm_rows(NormRows::teams);  // the default again, but the recordings are stale
+      run.steps.push_back(trainer.step());
+    }
+    run.state = test::optimizer_state(*gpu, trainer.store());
+    run.replay = trainer.pass_replay().describe();
+    return run;
+  };
+  const Run queued = train(PassRecording::eager);
+  const Run replayed = train(PassRecording::graphs);
+  EXPECT_EQ(replayed.replay, "on (2 recorded passes)");
+  EXPECT_NE(queued.replay.find("off: "), std::string::npos) << queued.replay;
+  for (size_t i = 0; i < queued.steps.size(); ++i) {
+    EXPECT_EQ(replayed.steps[i].loss, queued.steps[i].loss) << "step " << i + 1;
+    EXPECT_EQ(replayed.steps[i].grad_norm, queued.steps[i].grad_norm) << "step " << i + 1;
+    EXPECT_GT(replayed.steps[i].forward_ms, 0.0) << "step " << i + 1;
+    EXPECT_GT(replayed.steps[i].backward_ms, 0.0) << "step " << i + 1;
+  }
+  EXPECT_TRUE(replayed.state == queued.state) << "the weights and optimizer state after five steps";
+  EXPECT_LT(replayed.steps.back().loss, replayed.steps.front().loss + 0.5) << "and the run trains";
+}
+
+#ifdef ZB_HAVE_CUDNN
+// cuDNN's attention (the default) records too; its backward adds dQ with atomics, so the runs agree to bf16
+// rounding rather than bit for bit.
+TEST_F(CudaTraining, ReplayedPassesWithCudnnAttentionTrainAsQueuedOnes) {
+  gpu->set_attention_kernels(AttentionKernels::cudnn);
+  const auto train = [&](PassRecording recording, std::string& replay) {
+    gpu->set_pass_recording(recording);
+    auto data = make_synthetic_tokens({2, 256, 0, 1}, bf16_gpt2().model.vocab_size, 9);
+    Trainer trainer(bf16_gpt2(), *gpu, *allocator, *data);
+    std::vector<double> losses;
+    for (int i = 0; i < 5; ++i) losses.push_back(trainer.step().loss);
+    replay = trainer.pass_replay().describe();
+    return losses;
+  };
+  std::string queued_replay, replayed_replay;
+  const auto queued = train(PassRecording::eager, queued_replay);
+  const auto replayed = train(PassRecording::graphs, replayed_replay);
+  EXPECT_EQ(replayed_replay, "on (1 recorded pass)");
+  ASSERT_GT(gpu->attention_use().cudnn_backward, 0) << gpu->attention_use().why_not_cudnn;
+  for (size_t i = 0; i < queued.size(); ++i) EXPECT_NEAR(replayed[i], queued[i], 5e-3 * queued[i]) << "step " << i + 1;
+}
+#endif
+
 TEST_F(CudaTraining, OutOfMemoryReleasesEverythingAndTrainingContinues) {
   TrainingOptions options;
   options.model = resolve_model("gpt2-tiny");
