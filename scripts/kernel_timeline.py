@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Where a training step's device time goes between kernels, from libkernel_timeline.so's output.
+
+Usage: scripts/kernel_timeline.py TIMELINE[.gz] [--steps N]
+Steps are cut at each cross-entropy kernel (one a micro-batch); for the last N whole steps it prints the span
+from the first piece of work to the last, the time some stream was busy, the idle rest, and, for the last
+step, the idle gaps by length, the small memsets, and the kernels by total time.
+"""
+import argparse
+import collections
+import gzip
+import re
+
+
+def read(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    records = []
+    with opener(path, "rt") as f:
+        for line in f:
+            kind, start, end, stream, a, b, name = line.rstrip("\n").split(" ", 6)
+            records.append((kind, int(start), int(end), int(stream), int(a), int(b), name))
+    return sorted(records, key=lambda r: r[1])
+
+
+def busy_and_gaps(step):
+    """The time some stream was busy, and each idle gap (ns) with the work after it."""
+    intervals = sorted((r[1], r[2], r) for r in step)
+    busy, gaps = 0, []
+    start, end = intervals[0][0], intervals[0][1]
+    for a, b, r in intervals[1:]:
+        if a > end:
+            busy += end - start
+            gaps.append((a - end, r))
+            start, end = a, b
+        else:
+            end = max(end, b)
+    return busy + end - start, gaps
+
+
+def short(name):
+    return re.sub(r"^_Z\w*?(zb4cuda|cudnn6fusion)\d+", "", name)[:70]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("timeline")
+    parser.add_argument("--steps", type=int, default=3)
+    args = parser.parse_args()
+    records = read(args.timeline)
+    cuts = [i for i, r in enumerate(records) if r[0] == "K" and "cross_entropy" in r[6]]
+    if len(cuts) < 2:
+        raise SystemExit("fewer than two cross-entropy kernels: no whole step in the timeline")
+    steps = [records[a:b] for a, b in zip(cuts[:-1], cuts[1:])][-args.steps:]
+    for step in steps:
+        span = step[-1][2] - step[0][1]
+        busy, gaps = busy_and_gaps(step)
+        counts = collections.Counter(r[0] for r in step)
+        print(f"step: span {span / 1e6:.3f} ms, busy {busy / 1e6:.3f}, idle {(span - busy) / 1e6:.3f} in "
+              f"{len(gaps)} gaps; {counts['K']} kernels, {counts['S']} memsets, {counts['C']} copies")
+    step = steps[-1]
+    _, gaps = busy_and_gaps(step)
+    by_length = collections.Counter(min(g // 1000, 20) for g, _ in gaps)
+    print("idle gaps by length (us, 20 = 20 or more):", dict(sorted(by_length.items())))
+    small = [r for r in step if r[0] == "S" and r[4] <= 64]
+    print(f"memsets of 64 bytes or less: {len(small)}, {sum(r[2] - r[1] for r in small) / 1e3:.1f} us")
+    totals = collections.defaultdict(lambda: [0, 0])
+    for r in step:
+        key = f"{r[0]} {short(r[6])}" if r[0] == "K" else f"{r[0]} {r[4]} bytes"
+        totals[key][0] += r[2] - r[1]
+        totals[key][1] += 1
+    for key, (ns, count) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:25]:
+        print(f"{ns / 1e6:8.3f} ms {count:5d}x {key}")
+
+
+if __name__ == "__main__":
+    main()
