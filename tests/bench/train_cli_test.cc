@@ -32,14 +32,15 @@ TEST(TrainCli, RefusesAnUnknownKernelChoice) {
        {std::pair<std::string, std::string>{"ZB_ATTENTION=fast", "ZB_ATTENTION=fast: accepted values are cudnn, own"},
         {"ZB_GEMM_ALGORITHMS=best", "ZB_GEMM_ALGORITHMS=best: accepted values are timed, heuristic"},
         {"ZB_WEIGHT_GRADIENTS=2", "ZB_WEIGHT_GRADIENTS=2: accepted values are concurrent, serial"},
-        {"ZB_NORM_ROWS=threads", "ZB_NORM_ROWS=threads: accepted values are teams, warps"}}) {
+        {"ZB_NORM_ROWS=threads", "ZB_NORM_ROWS=threads: accepted values are teams, warps"},
+        {"ZB_PASS_RECORDING=on", "ZB_PASS_RECORDING=on: accepted values are graphs, eager"}}) {
     const auto r = test::run_command(setting + " " + train);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
   }
-  for (const char* setting :
-       {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial", "ZB_NORM_ROWS=warps"}) {
+  for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial",
+                              "ZB_NORM_ROWS=warps", "ZB_PASS_RECORDING=eager"}) {
     const auto r = test::run_command(std::string(setting) + " " + train);
     EXPECT_EQ(r.exit_code, 0) << setting << "\n" << r.output;
   }
