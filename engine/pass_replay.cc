@@ -25,57 +25,55 @@ std::string PassReplay::describe() const {
 }
 
 PassReplay::Marks PassReplay::run(int key, const Segments& segments) {
-  Marks marks;
-  const auto queue_as_usual = [&] {
-    for (const auto& segment : segments) {
-      marks.push_back(backend_.record_event());
-      segment();
-    }
-    marks.push_back(backend_.record_event());
-    return std::move(marks);
-  };
-  if (!on()) return queue_as_usual();
+  const auto as_usual = [&] { return timed(segments.size(), [&](size_t i) { segments[i](); }); };
+  if (!on()) return as_usual();
   Recording& r = recordings_[key];
   // The first pass of its kind settles what a recording will hold; a stale recording is made again.
-  if (++r.passes == 1) return queue_as_usual();
+  if (++r.passes == 1) return as_usual();
   if (!r.segments.empty() && stale(r)) r.segments.clear();
   if (r.segments.empty()) {
-    if (!record(r, segments)) return queue_as_usual();
+    if (!record(r, segments)) return as_usual();
     if (stale(r)) {
       turn_off("a recording went stale as soon as it was made");
-      return queue_as_usual();
+      return as_usual();
     }
   }
-  for (const auto& segment : r.segments) {
+  return timed(r.segments.size(), [&](size_t i) { r.segments[i]->replay(); });
+}
+
+PassReplay::Marks PassReplay::timed(size_t count, const std::function<void(size_t)>& queue) {
+  Marks marks;
+  for (size_t i = 0; i < count; ++i) {
     marks.push_back(backend_.record_event());
-    segment->replay();
+    queue(i);
   }
   marks.push_back(backend_.record_event());
   return marks;
 }
 
 bool PassReplay::record(Recording& r, const Segments& segments) {
+  std::string why_not;
   for (const auto& segment : segments) {
-    std::string why_not;
     backend_.begin_recording();
     try {
       segment();
     } catch (const std::exception& e) {
       // The segment's work has not run: the pass is queued as usual next, and a real fault shows up there.
       backend_.abandon_recording();
-      r.segments.clear();
-      turn_off(cat("recording a pass failed: ", e.what()));
-      return false;
+      why_not = cat("recording a pass failed: ", e.what());
+      break;
     }
     std::unique_ptr<RecordedWork> work = backend_.end_recording(why_not);
     if (!work) {
-      r.segments.clear();
-      turn_off(why_not);
-      return false;
+      if (why_not.empty()) why_not = "the backend made no recording";
+      break;
     }
     r.segments.push_back(std::move(work));
   }
-  return true;
+  if (why_not.empty()) return true;
+  r.segments.clear();
+  turn_off(why_not);
+  return false;
 }
 
 bool PassReplay::stale(const Recording& r) const {

@@ -45,6 +45,8 @@ class PassReplay {
   };
   // Records every segment into `r`; false (replay turned off, nothing queued) where one could not be.
   bool record(Recording& r, const Segments& segments);
+  // A mark, queue(i), for i below count, and a last mark.
+  Marks timed(size_t count, const std::function<void(size_t)>& queue);
   bool stale(const Recording& r) const;
 
   Backend& backend_;

@@ -11,7 +11,6 @@
 #include "kernels/cuda/cuda_dtype.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_recorded_work.h"
-#include "kernels/cuda/cuda_timing_event.h"
 #ifdef ZB_HAVE_CUDNN
 #include "kernels/cuda/cudnn_attention.h"
 #endif
@@ -38,6 +37,15 @@ template <typename T>
 cudaDataType_t cuda_type() {
   return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
 }
+
+struct CudaTimingEvent final : TimingEvent {
+  cudaEvent_t event = nullptr;
+  explicit CudaTimingEvent(cudaStream_t stream) {
+    ZB_CUDA_CHECK(cudaEventCreate(&event));
+    ZB_CUDA_CHECK(cudaEventRecord(event, stream));
+  }
+  ~CudaTimingEvent() override { cudaEventDestroy(event); }
+};
 
 }  // namespace
 
@@ -165,7 +173,7 @@ void CudaBackend::abandon_recording() noexcept {
 
 std::unique_ptr<TimingEvent> CudaBackend::record_event() {
   ZB_CHECK(!recording_, "record_event while recording: a replay is timed from outside it");
-  return std::make_unique<cuda::CudaTimingEvent>(update_stream());
+  return std::make_unique<CudaTimingEvent>(update_stream());
 }
 
 bool CudaBackend::begin_aside() {
@@ -177,16 +185,16 @@ bool CudaBackend::begin_aside() {
 }
 
 void CudaBackend::queue_wait(const TimingEvent& event) {
-  ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, dynamic_cast<const cuda::CudaTimingEvent&>(event).event));
+  ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, dynamic_cast<const CudaTimingEvent&>(event).event));
 }
 
 void CudaBackend::wait_for(const TimingEvent& event) {
-  ZB_CUDA_CHECK(cudaEventSynchronize(dynamic_cast<const cuda::CudaTimingEvent&>(event).event));
+  ZB_CUDA_CHECK(cudaEventSynchronize(dynamic_cast<const CudaTimingEvent&>(event).event));
 }
 
 double CudaBackend::elapsed_ms(const TimingEvent& start, const TimingEvent& end) {
-  const auto& a = dynamic_cast<const cuda::CudaTimingEvent&>(start);
-  const auto& b = dynamic_cast<const cuda::CudaTimingEvent&>(end);
+  const auto& a = dynamic_cast<const CudaTimingEvent&>(start);
+  const auto& b = dynamic_cast<const CudaTimingEvent&>(end);
   ZB_CUDA_CHECK(cudaEventSynchronize(b.event));
   float ms = 0;
   ZB_CUDA_CHECK(cudaEventElapsedTime(&ms, a.event, b.event));

@@ -57,7 +57,7 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
-  // Each setter also makes earlier recordings stale (RecordedWork::replay): they hold the old choices.
+  // Each setter also makes earlier recordings stale (RecordedWork::stale): they hold the old choices.
   void set_gemm_epilogues(GemmEpilogues epilogues) {
     epilogues_ = epilogues;
     ++recording_generation_;
