@@ -4,7 +4,11 @@
 Usage: scripts/kernel_timeline.py TIMELINE[.gz] [--steps N]
 Steps are cut at each cross-entropy kernel (one a micro-batch); for the last N whole steps it prints the span
 from the first piece of work to the last, the time some stream was busy, the idle rest, and, for the last
-step, the idle gaps by length, the small memsets, and the kernels by total time.
+step, the idle gaps by length, the small memsets with the idle beside them, and the kernels by time. A
+kernel's time is split three ways: its whole duration; the time it ran alone on the device; and its share of
+the time it ran beside other work (each instant divided among the records running then). Alone plus share
+adds up to the busy time, so a kernel stretched by running beside a GEMM on another stream no longer
+counts as if it had the device to itself.
 """
 import argparse
 import collections
@@ -37,6 +41,26 @@ def busy_and_gaps(step):
     return busy + end - start, gaps
 
 
+def attributed(step):
+    """Per record index: (ns alone on the device, ns of shared time divided among the records running then)."""
+    events = sorted([(r[1], 1, i) for i, r in enumerate(step)] + [(r[2], -1, i) for i, r in enumerate(step)])
+    alone, shared = collections.Counter(), collections.Counter()
+    active, last = set(), None
+    for t, kind, i in events:
+        if active and last is not None and t > last:
+            if len(active) == 1:
+                alone[next(iter(active))] += t - last
+            else:
+                for j in active:
+                    shared[j] += (t - last) / len(active)
+        if kind == 1:
+            active.add(i)
+        else:
+            active.discard(i)
+        last = t
+    return alone, shared
+
+
 def short(name):
     return re.sub(r"^_Z\w*?(zb4cuda|cudnn6fusion)\d+", "", name)[:70]
 
@@ -62,14 +86,29 @@ def main():
     by_length = collections.Counter(min(g // 1000, 20) for g, _ in gaps)
     print("idle gaps by length (us, 20 = 20 or more):", dict(sorted(by_length.items())))
     small = [r for r in step if r[0] == "S" and r[4] <= 64]
-    print(f"memsets of 64 bytes or less: {len(small)}, {sum(r[2] - r[1] for r in small) / 1e3:.1f} us")
-    totals = collections.defaultdict(lambda: [0, 0])
-    for r in step:
+    # The idle gaps just before or just after a small memset: what the memsets between kernels cost beyond their
+    # own duration.
+    small_ids = {id(r) for r in small}
+    ordered = sorted(step, key=lambda r: r[1])
+    beside, end, ender = 0, ordered[0][2], ordered[0]
+    for r in ordered[1:]:
+        if r[1] > end and (id(r) in small_ids or id(ender) in small_ids):
+            beside += r[1] - end
+        if r[2] > end:
+            end, ender = r[2], r
+    print(f"memsets of 64 bytes or less: {len(small)}, {sum(r[2] - r[1] for r in small) / 1e3:.1f} us, "
+          f"idle beside them {beside / 1e3:.1f} us")
+    alone, shared = attributed(step)
+    totals = collections.defaultdict(lambda: [0, 0, 0.0, 0])
+    for i, r in enumerate(step):
         key = f"{r[0]} {short(r[6])}" if r[0] == "K" else f"{r[0]} {r[4]} bytes"
         totals[key][0] += r[2] - r[1]
-        totals[key][1] += 1
-    for key, (ns, count) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:25]:
-        print(f"{ns / 1e6:8.3f} ms {count:5d}x {key}")
+        totals[key][1] += alone[i]
+        totals[key][2] += shared[i]
+        totals[key][3] += 1
+    print("    whole    alone    share (ms)  count  kernel")
+    for key, (whole, by_itself, share, count) in sorted(totals.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))[:25]:
+        print(f"{whole / 1e6:9.3f} {by_itself / 1e6:8.3f} {share / 1e6:8.3f}  {count:6d}x  {key}")
 
 
 if __name__ == "__main__":
