@@ -174,7 +174,8 @@ StepStats Trainer::step() {
   params.step = step_ + 1;
   // What the update will be if clipping leaves the gradients as they are: the host may start on it.
   if (speculative_units_ > 0) host_optimizer_->speculate(params);
-  std::vector<PassMarks> passes;
+  // Per micro-batch, marks before its forward, after its loss and after its backward (PassReplay::run).
+  std::vector<PassReplay::Marks> passes;
   // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
   // gradient of the mean over every token of the step.
   const float loss_scale = 1.0f / float(options_.grad_accum * world);
@@ -189,8 +190,7 @@ StepStats Trainer::step() {
     uploads_.upload(inputs, targets);  // into the same buffers each time
     schedule_.begin_micro_batch(micro, options_.grad_accum);
     // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them.
-    PassReplay::Marks marks = pass_replay_.run(micro == 0 ? 0 : 1, pass);
-    passes.push_back(PassMarks{std::move(marks[0]), std::move(marks[1]), std::move(marks[2])});
+    passes.push_back(pass_replay_.run(micro == 0 ? 0 : 1, pass));
     schedule_.end_micro_batch();
   }
   schedule_.finish_gradients();
@@ -231,9 +231,9 @@ StepStats Trainer::step() {
   ++step_;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   StepStats stats{step_, loss, norm, seconds, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}, {}};
-  for (const PassMarks& pass : passes) {
-    stats.forward_ms += backend_.elapsed_ms(*pass.start, *pass.loss_done);
-    stats.backward_ms += backend_.elapsed_ms(*pass.loss_done, *pass.end);
+  for (const PassReplay::Marks& marks : passes) {
+    stats.forward_ms += backend_.elapsed_ms(*marks[0], *marks[1]);
+    stats.backward_ms += backend_.elapsed_ms(*marks[1], *marks[2]);
   }
   stats.comm = schedule_.take_stats();
   if (host_optimizer_) {

@@ -164,7 +164,7 @@ class ZeroSchedule final : public UnitAccess {
   int64_t micro_ = 0, micro_count_ = 1;
   CommTicket last_ticket_ = 0, last_reduction_ = 0;
   StepCommStats stats_;
-  std::vector<std::pair<std::unique_ptr<TimingEvent>, std::unique_ptr<TimingEvent>>> waits_;
+  std::vector<EventSpan> waits_;
   double host_comm_ms_ = 0;
   HostOptimizer* host_ = nullptr;
   bool updates_in_order_ = false;

@@ -53,18 +53,9 @@ double Transformer::forward(const Tensor& tokens, const Tensor& targets) {
 }
 
 double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
-  queue_forward_backward(tokens, targets, loss_scale);
-  return mean_loss();
-}
-
-PassMarks Transformer::queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale) {
-  PassMarks marks;
-  marks.start = backend_.record_event();
   queue_forward_and_loss(tokens, targets, loss_scale);
-  marks.loss_done = backend_.record_event();
   queue_backward(tokens);
-  marks.end = backend_.record_event();
-  return marks;
+  return mean_loss();
 }
 
 void Transformer::queue_forward_and_loss(const Tensor& tokens, const Tensor& targets, float loss_scale) {

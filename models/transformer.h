@@ -3,8 +3,6 @@
 // the flat buffers, because ZeRO decides where they live).
 #pragma once
 
-#include <memory>
-
 #include "core/tracking_allocator.h"
 #include "kernels/backend.h"
 #include "models/activations.h"
@@ -13,12 +11,6 @@
 #include "models/unit_access.h"
 
 namespace zb {
-
-// Points on the device's clock in one queued forward_backward: its start, where its loss had been computed,
-// its end. Read (Backend::elapsed_ms) once the device is past them.
-struct PassMarks {
-  std::unique_ptr<TimingEvent> start, loss_done, end;
-};
 
 class Transformer {
  public:
@@ -41,11 +33,8 @@ class Transformer {
   // for the units whose owner says so: see UnitAccess::backward_needs).
   // Returns the mean loss, waiting for the device.
   double forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale = 1.0f);
-  // The same queued on the backend without waiting: the per-token losses are in losses() once the device is
-  // past the returned marks' loss_done.
-  PassMarks queue_forward_backward(const Tensor& tokens, const Tensor& targets, float loss_scale);
-  // Its two halves, queued: the forward with the loss and the logits' gradient (losses() then holds the
-  // per-token losses), and the backward from there.
+  // Its two halves queued on the backend without waiting: the forward with the loss and the logits' gradient
+  // (losses() holds the per-token losses once the device is past it), and the backward from there.
   void queue_forward_and_loss(const Tensor& tokens, const Tensor& targets, float loss_scale);
   void queue_backward(const Tensor& tokens) { backward_from_logit_gradients(tokens); }
   const Tensor& losses() const { return acts_.losses; }

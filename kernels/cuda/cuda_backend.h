@@ -75,12 +75,12 @@ class CudaBackend final : public Backend {
     attention_kernels_ = kernels;
     ++recording_generation_;
   }
-  // The environment's ZB_NORM_ROWS picks at construction.
   // The environment's ZB_PASS_RECORDING picks at construction.
   void set_pass_recording(PassRecording recording) {
     pass_recording_ = recording;
     ++recording_generation_;
   }
+  // The environment's ZB_NORM_ROWS picks at construction.
   void set_norm_rows(NormRows rows) {
     norm_rows_ = rows;
     ++recording_generation_;
