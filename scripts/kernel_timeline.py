@@ -27,17 +27,18 @@ def read(path):
 
 
 def busy_and_gaps(step):
-    """The time some stream was busy, and each idle gap (ns) with the work after it."""
+    """The time some stream was busy, and each idle gap (ns) with the work that ended before it and the work
+    after it."""
     intervals = sorted((r[1], r[2], r) for r in step)
     busy, gaps = 0, []
-    start, end = intervals[0][0], intervals[0][1]
+    start, end, ender = intervals[0][0], intervals[0][1], intervals[0][2]
     for a, b, r in intervals[1:]:
         if a > end:
             busy += end - start
-            gaps.append((a - end, r))
-            start, end = a, b
-        else:
-            end = max(end, b)
+            gaps.append((a - end, ender, r))
+            start, end, ender = a, b, r
+        elif b > end:
+            end, ender = b, r
     return busy + end - start, gaps
 
 
@@ -83,19 +84,13 @@ def main():
               f"{len(gaps)} gaps; {counts['K']} kernels, {counts['S']} memsets, {counts['C']} copies")
     step = steps[-1]
     _, gaps = busy_and_gaps(step)
-    by_length = collections.Counter(min(g // 1000, 20) for g, _ in gaps)
+    by_length = collections.Counter(min(g // 1000, 20) for g, _, _ in gaps)
     print("idle gaps by length (us, 20 = 20 or more):", dict(sorted(by_length.items())))
     small = [r for r in step if r[0] == "S" and r[4] <= 64]
     # The idle gaps just before or just after a small memset: what the memsets between kernels cost beyond their
     # own duration.
     small_ids = {id(r) for r in small}
-    ordered = sorted(step, key=lambda r: r[1])
-    beside, end, ender = 0, ordered[0][2], ordered[0]
-    for r in ordered[1:]:
-        if r[1] > end and (id(r) in small_ids or id(ender) in small_ids):
-            beside += r[1] - end
-        if r[2] > end:
-            end, ender = r[2], r
+    beside = sum(g for g, before, after in gaps if id(before) in small_ids or id(after) in small_ids)
     print(f"memsets of 64 bytes or less: {len(small)}, {sum(r[2] - r[1] for r in small) / 1e3:.1f} us, "
           f"idle beside them {beside / 1e3:.1f} us")
     alone, shared = attributed(step)
