@@ -6,6 +6,9 @@
 #   VARIANTS="ZB_ATTENTION=own ZB_ATTENTION=cudnn" times ours once per environment setting against one
 #   PyTorch run (settings joined with commas apply together: ZB_ATTENTION=own,ZB_GEMM_ALGORITHMS=heuristic);
 #   default: one run with train's defaults. (ATTENTION_VARIANTS="own cudnn", the older form, still works.)
+#   ROUNDS=N (default 1) repeats each case's runs N times, ours and PyTorch alternating, and reports the median
+#   of the N ratios (each ours over the PyTorch run of its own round) with their range: a GPU's clock and a
+#   host's speed drift by a percent or two between runs, which one pair of runs cannot tell from a difference.
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,28 +16,60 @@ out=${1:?usage: scripts/gpu_bench.sh OUTPUT_DIR TORCH_REFERENCE [MODEL:BATCH ...
 reference=${2:?usage: scripts/gpu_bench.sh OUTPUT_DIR TORCH_REFERENCE [MODEL:BATCH ...]}
 shift 2
 cases=("$@"); ((${#cases[@]})) || cases=(gpt2:16 gpt2-xl:8)
+rounds=${ROUNDS:-1}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of at least 1, not '$rounds'" >&2; exit 2; }
 mkdir -p "$out"
 table=()
+# "median (min-max)" of the numbers given, with the printf format for each.
+summary() {
+  python3 - "$@" <<'EOF'
+import statistics, sys
+fmt, values = sys.argv[1], [float(v) for v in sys.argv[2:] if v not in ("failed", "n/a", "")]
+if not values: print("n/a"); sys.exit()
+text = fmt % statistics.median(values)
+print(text if len(values) == 1 else f"{text} ({fmt % min(values)}-{fmt % max(values)})")
+EOF
+}
 for c in "${cases[@]}"; do
   IFS=: read -r model batch seq <<< "$c"
   seq=${seq:-1024}
-  ours=(); names=()
   variants=${VARIANTS:-default}
   [[ -n ${ATTENTION_VARIANTS:-} ]] && variants=$(printf 'ZB_ATTENTION=%s ' $ATTENTION_VARIANTS)
-  for variant in $variants; do
-    settings=(); [[ $variant != default ]] && IFS=, read -ra settings <<< "$variant"
-    log="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}.log"
-    env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
-      --num-steps 30 --warmup-steps 10 > "$log" 2>&1 || { tail -5 "$log"; ours+=(failed); names+=("$variant"); continue; }
-    ours+=("$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")"); names+=("$variant")
-    echo "[$model B$batch T$seq, $variant]"; grep -E "^summary|^time per step|^peak memory|^GEMM|^attention|^pass replay" "$log"
+  read -ra variant_list <<< "$variants"
+  declare -A ours=() ratios=()
+  theirs_all=()
+  for ((round = 1; round <= rounds; ++round)); do
+    suffix=; ((rounds > 1)) && suffix="_round$round"
+    declare -A this_round=()
+    for variant in "${variant_list[@]}"; do
+      settings=(); [[ $variant != default ]] && IFS=, read -ra settings <<< "$variant"
+      log="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}$suffix.log"
+      if env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
+           --num-steps 30 --warmup-steps 10 > "$log" 2>&1; then
+        this_round[$variant]=$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")
+        echo "[$model B$batch T$seq, $variant${suffix:+, round $round}]"
+        grep -E "^summary|^time per step|^peak memory|^GEMM|^attention|^pass replay" "$log"
+      else
+        tail -5 "$log"; this_round[$variant]=failed
+      fi
+      ours[$variant]+="${this_round[$variant]} "
+    done
+    theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
+             2>"$out/torch_${model}_t${seq}$suffix.err" | tee "$out/torch_${model}_b${batch}_t${seq}$suffix.json" \
+             | grep -oP '"tok_s": \K[0-9]+')
+    theirs_all+=("${theirs:-n/a}")
+    ((rounds > 1)) && echo "[$model B$batch T$seq, PyTorch, round $round] ${theirs:-n/a} tok/s"
+    for variant in "${variant_list[@]}"; do
+      ratio=$(python3 -c "print(f'{${this_round[$variant]} / $theirs:.4f}')" 2>/dev/null)
+      ratios[$variant]+="${ratio:-n/a} "
+    done
   done
-  theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
-           2>"$out/torch_${model}_t${seq}.err" | tee "$out/torch_${model}_b${batch}_t${seq}.json" | grep -oP '"tok_s": \K[0-9]+')
-  for i in "${!ours[@]}"; do
-    ratio=$(python3 -c "print(f'{${ours[i]} / $theirs:.3f}' if '$theirs' else 'n/a')" 2>/dev/null)
-    table+=("$(printf '%-12s B%-3s T%-5s %-30s ours %8s tok/s | PyTorch %8s tok/s | ratio %s' "$model" "$batch" "$seq" \
-      "${names[i]}" "${ours[i]}" "${theirs:-n/a}" "${ratio:-n/a}")")
+  for variant in "${variant_list[@]}"; do
+    table+=("$(printf '%-12s B%-3s T%-5s %-30s ours %s tok/s | PyTorch %s tok/s | ratio %s' "$model" "$batch" "$seq" \
+      "$variant" "$(summary %.0f ${ours[$variant]})" "$(summary %.0f "${theirs_all[@]}")" \
+      "$(summary %.3f ${ratios[$variant]})")")
   done
+  unset ours ratios
 done
+((rounds > 1)) && table=("(median of $rounds rounds, range in brackets; each ratio pairs the runs of one round)" "${table[@]}")
 printf '%s\n' "---" "${table[@]}"
