@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/tracking_allocator.h"
@@ -23,6 +25,9 @@ class UnitSlots {
     bool in_use = false;      // taken and not yet released (a prefetched unit counts as taken)
     CommTicket ticket = 0;    // the last collective that wrote or read it; 0 for none
     uint64_t last_use = 0;
+    // Element ranges known to hold zeros (a gradient slot: the gaps its last unit left uncovered, zeroed then
+    // and written by nothing since). Kept across units: it describes the memory, not what the memory holds.
+    std::vector<std::pair<int64_t, int64_t>> zero_ranges;
   };
 
   // rotation: how many slots of a size to cycle through before reusing one whose last collective may still

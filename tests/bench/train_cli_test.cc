@@ -33,6 +33,7 @@ TEST(TrainCli, RefusesAnUnknownKernelChoice) {
         {"ZB_GEMM_ALGORITHMS=best", "ZB_GEMM_ALGORITHMS=best: accepted values are timed, heuristic"},
         {"ZB_WEIGHT_GRADIENTS=2", "ZB_WEIGHT_GRADIENTS=2: accepted values are concurrent, serial"},
         {"ZB_NORM_ROWS=threads", "ZB_NORM_ROWS=threads: accepted values are teams, warps"},
+        {"ZB_OPTIMIZER_UPDATES=early", "ZB_OPTIMIZER_UPDATES=early: accepted values are aside, in_order"},
         {"ZB_PASS_RECORDING=on", "ZB_PASS_RECORDING=on: accepted values are graphs, eager"}}) {
     const auto r = test::run_command(setting + " " + train);
     EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -40,7 +41,7 @@ TEST(TrainCli, RefusesAnUnknownKernelChoice) {
     EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
   }
   for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial",
-                              "ZB_NORM_ROWS=warps", "ZB_PASS_RECORDING=eager"}) {
+                              "ZB_NORM_ROWS=warps", "ZB_OPTIMIZER_UPDATES=in_order", "ZB_PASS_RECORDING=eager"}) {
     const auto r = test::run_command(std::string(setting) + " " + train);
     EXPECT_EQ(r.exit_code, 0) << setting << "\n" << r.output;
   }
