@@ -4,6 +4,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "bench/bench_record.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace zb {
@@ -81,6 +82,15 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("loss_last", r.loss_last);
   number("cost_per_1000_samples_usd", r.cost_per_1000_samples_usd);
   number("efficiency", r.efficiency);
+  number("rank_step_spread_pct", r.rank_step_spread_pct);
+  number("rank_busy_spread_pct", r.rank_busy_spread_pct);
+  j["slowest_rank"] = r.slowest_rank ? nlohmann::ordered_json(*r.slowest_rank) : nlohmann::ordered_json(nullptr);
+  j["rank_spread_note"] = r.rank_spread_note;
+  j["nodes"] = r.node_throughput.size();
+  std::optional<double> slowest_node;
+  for (const NodeThroughput& node : r.node_throughput)
+    slowest_node = std::min(slowest_node.value_or(node.tokens_per_sec), node.tokens_per_sec);
+  number("node_throughput_min", slowest_node);
   j["recommendation"] = r.recommendation;
   const RunEnvironment& e = r.environment;
   j["gpu_name"] = e.gpu_name;
@@ -94,6 +104,14 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["cloud_provider"] = e.cloud_provider;
   j["git_commit"] = e.git_commit;
   j["timestamp"] = e.timestamp;
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (const NodeThroughput& node : r.node_throughput) {
+    nodes.push_back({{"host", node.host}, {"ranks", node.ranks}, {"tokens_per_sec", node.tokens_per_sec}});
+  }
+  j["node_throughput"] = nodes;
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (const RankResult& rank : r.per_rank) ranks.push_back(to_json(rank));
+  j["per_rank"] = ranks;
   return j;
 }
 
@@ -119,6 +137,7 @@ std::string to_csv(const std::vector<BenchRecord>& records) {
   const nlohmann::ordered_json header = to_json(BenchRecord{});
   bool first = true;
   for (const auto& item : header.items()) {
+    if (item.value().is_structured()) continue;
     if (!first) out += ',';
     out += item.key();
     first = false;
@@ -128,6 +147,7 @@ std::string to_csv(const std::vector<BenchRecord>& records) {
     first = true;
     const nlohmann::ordered_json row = to_json(record);  // (items() would not keep a temporary alive)
     for (const auto& item : row.items()) {
+      if (item.value().is_structured()) continue;
       if (!first) out += ',';
       out += csv_field(item.value());
       first = false;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/rank_results.h"
+
 namespace zb {
 
 // Where and with what a run was made: the same for every record of one run.
@@ -60,6 +62,13 @@ struct BenchRecord {
   std::optional<double> efficiency;                 // tokens/s per peak GPU GB
   std::string recommendation;
 
+  // Every rank's own figures (rank order), how far apart they are, and the throughput of each host.
+  std::vector<RankResult> per_rank;
+  std::optional<double> rank_step_spread_pct, rank_busy_spread_pct;  // see rank_results.h
+  std::optional<int> slowest_rank;
+  std::string rank_spread_note;  // "rank 3 is 7.1% slower than rank 0: ..." above kRankSpreadFlagPct, else ""
+  std::vector<NodeThroughput> node_throughput;
+
   RunEnvironment environment;
   bool names_strategy = false;  // offload_bench: its labels name the strategy even when it is none
 
@@ -71,7 +80,9 @@ struct BenchRecord {
 std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false);
 
 nlohmann::ordered_json to_json(const BenchRecord& record);
-// The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting).
+// The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting). The
+// nested keys (per_rank, node_throughput) are left out: the spread figures and the slowest host's throughput
+// stand for them.
 std::string to_csv(const std::vector<BenchRecord>& records);
 
 }  // namespace zb

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "comm/communicator_factory.h"
+#include "core/cuda_devices.h"
 #include "core/dtype.h"
 #include "core/errors.h"
 #include "core/strings.h"
@@ -33,21 +34,6 @@ const char* status_name(int status) {
     case kOutOfMemory: return "oom";
     default: return "error";
   }
-}
-
-// This process's resident set (VmRSS), in bytes; 0 where /proc cannot be read.
-double resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      double kib = 0;
-      status >> kib;
-      return kib * 1024;
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return 0;
 }
 
 double percentile(std::vector<double> sorted_values, double fraction) {
@@ -79,9 +65,11 @@ struct TimedSteps {
   double comm_bytes = 0;
   int64_t count = 0;
   std::optional<double> loss_first, loss_last;
+  RankSteps rank;  // this rank's own view of the same steps
 
-  void add(const StepStats& s) {
+  void add(const StepStats& s, int world) {
     step_ms.push_back(s.seconds * 1e3);
+    rank.add(s, world);
     sum.forward_ms += s.forward_ms, sum.backward_ms += s.backward_ms, sum.optimizer_ms += s.optimizer_ms;
     sum.comm.exposed_ms += s.comm.exposed_ms;
     comm_bytes += s.comm.total_bytes();
@@ -131,7 +119,8 @@ BenchRunner::BenchRunner(MpiWorld& world, const BenchSettings& settings)
       settings_(settings),
       allocator_(make_device_memory(settings.device)),
       backend_(make_backend(settings.device, allocator_)),
-      comm_(make_communicator(world, settings.device, backend_->native_stream())) {}
+      comm_(make_communicator(world, settings.device, backend_->native_stream())),
+      telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {}
 
 BenchRunner::~BenchRunner() = default;
 
@@ -161,6 +150,7 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   std::string message;
   progress.steps = settings_.repeat * (settings_.warmup_steps + settings_.num_steps);
   progress.step = 0;
+  telemetry_.clear();
   for (int64_t repeat = 0; repeat < settings_.repeat && status == kOk; ++repeat) {
     allocator_.reset_peaks();
     allocator_.set_limit(settings_.device_memory_limit);
@@ -201,20 +191,23 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
               inject->step == progress.step + 1) {
             throw Error(cat("a failure injected for tests on rank ", inject->rank, " at step ", inject->step));
           }
+          if (step == settings_.warmup_steps) telemetry_.start();
           const StepStats stats = trainer->step();
           if (!timed.loss_first) timed.loss_first = stats.loss;
           timed.loss_last = stats.loss;
           if (step >= settings_.warmup_steps) {
-            timed.add(stats);
+            timed.add(stats, world);
             repeat_ms.push_back(stats.seconds * 1e3);
           }
           ++progress.step;
           on_step(progress);
         }
+        telemetry_.stop();
         allocated_at_end = double(allocator_.total().current);
         host_pinned = double(trainer->host_allocator().total().peak);
-        resident = resident_bytes();
+        resident = resident_set_bytes();
       });
+    telemetry_.stop();  // (where the steps ended early)
     if (!repeat_ms.empty()) timed.repeat_mean_ms.push_back(mean(repeat_ms));
     for (MemoryPool pool : kAllMemoryPools) {
       const PoolUsage usage = allocator_.usage(pool);
@@ -298,6 +291,23 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
     r.cost_per_1000_samples_usd = *settings_.gpu_hour_usd * world / 3600.0 * (1000.0 / *r.samples_per_sec);
   }
   if (*r.gpu_peak_gb > 0) r.efficiency = tokens_per_second / *r.gpu_peak_gb;
+
+  RankResult mine;
+  mine.rank = world_.rank();
+  mine.host = world_.host_name();
+  mine.gpu_index = settings_.device.is_cuda() ? settings_.device.index : -1;
+  mine.gpu_name = settings_.device.is_cuda() ? cuda_device_name(settings_.device.index) : "CPU";
+  summarise_steps(timed.rank, mine);
+  mine.gpu_peak_gb = double(total_peak) / kGB;
+  mine.host_rss_gb = resident / kGB;
+  mine.telemetry = telemetry_.summary();
+  r.per_rank = gather_rank_results(agreement_, mine);
+  const RankSpread spread = rank_spread(r.per_rank);
+  r.rank_step_spread_pct = spread.step_spread_pct;
+  r.rank_busy_spread_pct = spread.busy_spread_pct;
+  r.slowest_rank = spread.slowest_rank;
+  r.rank_spread_note = spread.note;
+  r.node_throughput = node_throughputs(r.per_rank);
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "bench/bench_record.h"
+#include "bench/gpu_telemetry.h"
 #include "comm/communicator.h"
 #include "comm/mpi_world.h"
 #include "comm/rank_agreement.h"
@@ -79,6 +80,7 @@ class BenchRunner {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Communicator> comm_;
   RankAgreement agreement_;
+  GpuTelemetry telemetry_;  // this rank's GPU during the timed steps
 };
 
 // The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights, gradients

@@ -89,8 +89,8 @@ void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_fl
     ("allgather-bucket-size", po::value(&z.allgather_bucket_size)->default_value(z.allgather_bucket_size),
      "elements of updated parameters all-gathered together (DeepSpeed allgather_bucket_size)")
     ("overlap-comm", po::value<bool>()->notifier([&z](bool on) { z.overlap_comm = on; }),
-     "reduce gradients while backward runs: true or false (DeepSpeed overlap_comm; default: true in stage 3 "
-     "and with --offload, false otherwise)")
+     "reduce gradients while backward runs: true or false (DeepSpeed overlap_comm; default: true, and always "
+     "with --offload)")
     ("stage3-prefetch-bucket-size",
      po::value(&z.stage3_prefetch_bucket_size)->default_value(z.stage3_prefetch_bucket_size),
      "stage 3: elements of parameters gathered ahead of use (0: no prefetch)")

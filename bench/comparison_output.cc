@@ -124,13 +124,24 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
 }
 
 std::string summary_table(const std::vector<BenchRecord>& records) {
-  std::vector<std::vector<std::string>> rows{
-      {"Strategy", "GPU Mem", "CPU Mem", "Time", "Throughput", "Status", "Recommendation"}};
+  // The ranks' spread only where there are several ranks.
+  const bool spread = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.world_size > 1; });
+  std::vector<std::vector<std::string>> rows{{"Strategy", "GPU Mem", "CPU Mem", "Time", "Throughput"}};
+  if (spread) rows[0].push_back("Rank spread");
+  rows[0].insert(rows[0].end(), {"Status", "Recommendation"});
   for (const BenchRecord& r : records) {
-    char time[32] = "-", rate[32] = "-";
+    char time[32] = "-", rate[32] = "-", ranks[48] = "-";
     if (r.avg_step_time_ms) std::snprintf(time, sizeof time, "%.1f ms", *r.avg_step_time_ms);
     if (r.throughput_tokens_per_sec) std::snprintf(rate, sizeof rate, "%.0f tok/s", *r.throughput_tokens_per_sec);
-    rows.push_back({r.label(), gb(r.gpu_peak_gb), gb(r.cpu_memory_gb), time, rate, r.status, r.recommendation});
+    if (r.rank_step_spread_pct && r.rank_busy_spread_pct) {
+      // The larger of the two spreads; flagged with the slow rank above the threshold.
+      const double pct = std::max(*r.rank_step_spread_pct, *r.rank_busy_spread_pct);
+      if (r.rank_spread_note.empty()) std::snprintf(ranks, sizeof ranks, "%.1f%%", pct);
+      else std::snprintf(ranks, sizeof ranks, "%.1f%% SLOW rank %d", pct, r.slowest_rank.value_or(0));
+    }
+    rows.push_back({r.label(), gb(r.gpu_peak_gb), gb(r.cpu_memory_gb), time, rate});
+    if (spread) rows.back().push_back(ranks);
+    rows.back().insert(rows.back().end(), {r.status, r.recommendation});
   }
   std::vector<size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows)

@@ -33,7 +33,9 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
 // the config says all of it): optimizer offload in stage 0, parameter offload below stage 3.
 std::string deepspeed_caveat(const TrainingOptions& options);
 
-// Strategy | GPU Mem | CPU Mem | Time | Throughput | Status | Recommendation, one line a configuration.
+// Strategy | GPU Mem | CPU Mem | Time | Throughput | [Rank spread] | Status | Recommendation, one line a
+// configuration; Rank spread (the larger of the step and busy spreads, see rank_results.h) where a record has
+// several ranks, "SLOW rank N" beside it above kRankSpreadFlagPct. GPU Mem is the largest over the ranks.
 std::string summary_table(const std::vector<BenchRecord>& records);
 
 }  // namespace zb

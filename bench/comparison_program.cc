@@ -135,11 +135,16 @@ int run_comparison(int argc, char** argv, ComparisonKind kind) {
   const bool zero = kind == ComparisonKind::zero_stages;
   po::options_description options(zero ? "zero_bench options" : "offload_bench options");
   add_comparison_flags(options, flags, kind);
+  const std::string per_rank =
+      "\nGPU memory (gpu_peak_gb and the pools) is the largest over the ranks; the results' per_rank array has each "
+      "rank's host, GPU, step times, tokens/s, peak memory, host RSS, median SM clock, power and clock-limiting "
+      "reasons, and a configuration whose ranks differ by more than 5% is flagged with the slow rank and why.";
   const std::string usage =
-      zero ? "usage: [mpirun -np N] zero_bench [options]\nTrains the model with each ZeRO stage in turn (one rank "
-             "per GPU) and reports throughput, memory and the recommended stage."
-           : "usage: [mpirun -np N] offload_bench [options]\nTrains the model with each offload strategy in turn "
-             "(one rank per GPU) and reports throughput, GPU and host memory and the recommended strategy.";
+      (zero ? "usage: [mpirun -np N] zero_bench [options]\nTrains the model with each ZeRO stage in turn (one rank "
+              "per GPU) and reports throughput, memory and the recommended stage."
+            : "usage: [mpirun -np N] offload_bench [options]\nTrains the model with each offload strategy in turn "
+              "(one rank per GPU) and reports throughput, GPU and host memory and the recommended strategy.") +
+      per_rank;
   return run_program(argc, argv, usage, options,
                      [&](const po::variables_map& vm) { return compare(world, flags, vm, kind); });
 }

@@ -47,6 +47,7 @@ std::optional<size_t> recommend(std::vector<BenchRecord>& records, std::optional
     if (gpu_capacity_gb && r.gpu_peak_gb && *r.gpu_peak_gb > kBarelyFits * *gpu_capacity_gb) {
       r.recommendation += format("; barely fits (%.0f%% of GPU memory)", 100.0 * *r.gpu_peak_gb / *gpu_capacity_gb);
     }
+    if (!r.rank_spread_note.empty()) r.recommendation += "; " + r.rank_spread_note;
   }
   return best;
 }

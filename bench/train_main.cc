@@ -1,14 +1,18 @@
 // train: the plain trainer. Trains a model on synthetic tokens or token files and prints one line a step,
 // then a summary of the steady-state steps. Under `mpirun -np N` it trains data-parallel with the ZeRO stage
 // asked for, rank r on its node's GPU local_rank; rank 0 prints.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "bench/cli.h"
 #include "bench/gpu_peaks.h"
+#include "bench/gpu_telemetry.h"
+#include "bench/rank_results.h"
 #include "bench/train_report.h"
 #include "comm/communicator_factory.h"
 #include "comm/mpi_world.h"
+#include "comm/rank_agreement.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "kernels/backend_factory.h"
@@ -31,6 +35,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   if (extra.warmup_steps < 0) throw zb::UsageError("--warmup-steps: must not be negative");
   // Opens and checks the token files before any training.
   auto data = zb::make_token_source(run, world.rank(), world.size());
+  zb::RankAgreement agreement;  // gathers the ranks' own figures at the end
+  zb::GpuTelemetry telemetry(run.device.is_cuda() ? zb::cuda_device_pci_bus_id(run.device.index) : std::string());
   zb::TrackingAllocator allocator(zb::make_device_memory(run.device));
   auto backend = zb::make_backend(run.device, allocator);
   auto comm = zb::make_communicator(world, run.device, backend->native_stream());
@@ -59,11 +65,26 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                   "uses buffered I/O, so the page cache serves part of its traffic"));
   }
   std::vector<zb::StepStats> steps;
+  zb::RankSteps summarised;  // this rank's steps of the summary (after the warm-up; at least the last)
+  const int64_t first_summarised = std::clamp<int64_t>(extra.warmup_steps, 0, run.num_steps - 1);
   for (int64_t i = 0; i < run.num_steps; ++i) {
+    if (i == first_summarised) telemetry.start();
     steps.push_back(trainer.step());
+    if (i >= first_summarised) summarised.add(steps.back(), world.size());
     print(zb::format_step(steps.back(), run.num_steps, throughput));
   }
+  telemetry.stop();
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
+  zb::RankResult mine;
+  mine.rank = world.rank();
+  mine.host = world.host_name();
+  mine.gpu_index = run.device.is_cuda() ? run.device.index : -1;
+  mine.gpu_name = device_name;
+  zb::summarise_steps(summarised, mine);
+  mine.gpu_peak_gb = double(allocator.total().peak) / 1e9;
+  mine.host_rss_gb = zb::resident_set_bytes() / 1e9;
+  mine.telemetry = telemetry.summary();
+  print(zb::format_ranks(zb::gather_rank_results(agreement, mine)));
   if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
   if (run.device.is_cuda()) print(zb::cat("pass replay (CUDA graphs): ", trainer.pass_replay().describe()));
   if (const size_t host = trainer.host_allocator().total().peak) {

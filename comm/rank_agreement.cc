@@ -59,4 +59,22 @@ double RankAgreement::sum(double value) const {
   return comm_->sum_over_ranks(value);
 }
 
+std::vector<std::string> RankAgreement::all_gather(const std::string& text) const {
+  const int ranks = comm_->size();
+  int length = mpi_count((long long)text.size());
+  std::vector<int> lengths(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
+  ZB_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_->get()));
+  long long total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    offsets[size_t(r)] = mpi_count(total);
+    total += lengths[size_t(r)];
+  }
+  std::vector<char> all(size_t(std::max(total, 1LL)));
+  ZB_MPI_CHECK(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                              comm_->get()));
+  std::vector<std::string> out;
+  for (int r = 0; r < ranks; ++r) out.emplace_back(all.data() + offsets[size_t(r)], size_t(lengths[size_t(r)]));
+  return out;
+}
+
 }  // namespace zb

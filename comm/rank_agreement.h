@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zb {
 
@@ -34,6 +35,8 @@ class RankAgreement {
   Outcome worst(int status, const std::string& message) const { return *worst(status, message, std::nullopt); }
   double max(double value) const;
   double sum(double value) const;
+  // Every rank's text, in rank order, on every rank.
+  std::vector<std::string> all_gather(const std::string& text) const;
 
  private:
   std::unique_ptr<MpiComm> comm_;

@@ -31,6 +31,15 @@ size_t cuda_device_memory_bytes(int ordinal) {
   return properties.totalGlobalMem;
 }
 
+std::string cuda_device_pci_bus_id(int ordinal) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, int(sizeof id), ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return id;
+}
+
 namespace {
 // CUDA encodes versions as 1000 * major + 10 * minor.
 std::string version_text(int code) { return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10); }

@@ -88,7 +88,15 @@ const std::vector<std::string> kFields = {"stage",
                                           "machine_name",
                                           "cloud_provider",
                                           "git_commit",
-                                          "timestamp"};
+                                          "timestamp",
+                                          "rank_step_spread_pct",
+                                          "rank_busy_spread_pct",
+                                          "slowest_rank",
+                                          "rank_spread_note",
+                                          "nodes",
+                                          "node_throughput_min",
+                                          "node_throughput",
+                                          "per_rank"};
 
 // The tiny model on the CPU, one warm-up step, and the timed steps.
 std::string tiny_run(int timed_steps) {
@@ -175,7 +183,7 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
                                 out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(Strategy +\| GPU Mem +\| CPU Mem +\| Time +\| Throughput +\| )"
-                                                     R"(Status +\| Recommendation)")))
+                                                     R"(Rank spread +\| Status +\| Recommendation)")))
       << r.output;
 
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
@@ -196,10 +204,40 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
     EXPECT_GT(record["cost_per_1000_samples_usd"].get<double>(), 0);
     EXPECT_GT(record["gpu_peak_gb"].get<double>(), 0);
     EXPECT_TRUE(record["loss_first"].is_number() && record["loss_last"].is_number());
-    if (record["recommendation"] == "OPTIMAL") {
+    if (record["recommendation"].get<std::string>().rfind("OPTIMAL", 0) == 0) {
       EXPECT_EQ(optimal, -1) << "one configuration is optimal";
       optimal = stage;
     }
+    // Each rank's own figures; the record's memory is the largest of them, the hosts' throughput their sum.
+    const Json& ranks = record["per_rank"];
+    ASSERT_EQ(ranks.size(), 2u);
+    double largest_peak = 0, sum = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      const Json& own = ranks[size_t(rank)];
+      EXPECT_EQ(own["rank"], rank);
+      EXPECT_EQ(own["host"], record["host_name"]);
+      EXPECT_EQ(own["gpu_index"], -1) << "the CPU backend";
+      EXPECT_EQ(own["gpu_name"], "CPU");
+      EXPECT_GT(own["step_ms_mean"].get<double>(), 0);
+      EXPECT_LE(own["step_ms_p50"].get<double>(), own["step_ms_p90"].get<double>());
+      EXPECT_GT(own["busy_ms"].get<double>(), 0);
+      EXPECT_LE(own["busy_ms"].get<double>(), own["step_ms_mean"].get<double>() * (1 + 1e-9));
+      EXPECT_GT(own["host_rss_gb"].get<double>(), 0);
+      EXPECT_TRUE(own["sm_clock_mhz_median"].is_null());
+      EXPECT_EQ(own["telemetry_unavailable"], "no GPU");
+      largest_peak = std::max(largest_peak, own["gpu_peak_gb"].get<double>());
+      sum += own["tokens_per_sec"].get<double>();
+    }
+    EXPECT_DOUBLE_EQ(record["gpu_peak_gb"].get<double>(), largest_peak);
+    // Rank 0's own rate is the record's rate per GPU (both: its tokens over its mean step time).
+    EXPECT_NEAR(ranks[0]["tokens_per_sec"].get<double>(), record["throughput_tokens_per_sec_per_gpu"].get<double>(),
+                1e-9 * record["throughput_tokens_per_sec_per_gpu"].get<double>());
+    ASSERT_EQ(record["node_throughput"].size(), 1u) << "one host";
+    EXPECT_EQ(record["nodes"], 1);
+    EXPECT_EQ(record["node_throughput"][0]["ranks"], Json::array({0, 1}));
+    EXPECT_NEAR(record["node_throughput"][0]["tokens_per_sec"].get<double>(), sum, 1e-9 * sum);
+    EXPECT_GE(record["rank_step_spread_pct"].get<double>(), 0);
+    EXPECT_GE(record["rank_busy_spread_pct"].get<double>(), 0);
   }
   ASSERT_GE(optimal, 0);
   // The ZeRO formulas: stage 3 holds half of stage 0's weights per rank, stages 1-3 half the optimizer state.
@@ -219,8 +257,9 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
   const auto rows = parse_csv(read_text(only_file(out.path(), "zero_comparison_", ".csv")));
   ASSERT_EQ(rows.size(), 5u);
   std::vector<std::string> keys;
-  for (const auto& item : records[0].items()) keys.push_back(item.key());
-  EXPECT_EQ(rows[0], keys) << "the CSV's columns are the JSON's keys, in order";
+  for (const auto& item : records[0].items())
+    if (!item.value().is_structured()) keys.push_back(item.key());
+  EXPECT_EQ(rows[0], keys) << "the CSV's columns are the JSON's flat keys, in order";
   for (size_t i = 1; i < rows.size(); ++i) {
     ASSERT_EQ(rows[i].size(), keys.size());
     EXPECT_EQ(rows[i][0], std::to_string(i - 1));  // stage
@@ -319,7 +358,8 @@ TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   EXPECT_LE(records[0]["gpu_peak_gb"].get<double>(), limit);
   EXPECT_EQ(records[0]["recommendation"], "does not fit: out of memory");
   EXPECT_EQ(records[1]["status"], "ok") << records[1]["error"];
-  EXPECT_EQ(records[1]["recommendation"], "OPTIMAL");
+  // (A loaded machine may add a note on the ranks' spread after it.)
+  EXPECT_EQ(records[1]["recommendation"].get<std::string>().rfind("OPTIMAL", 0), 0u) << records[1]["recommendation"];
   EXPECT_NE(r.output.find("oom"), std::string::npos) << r.output;
 }
 
@@ -432,6 +472,15 @@ TEST(ComparisonPrograms, ZeroBenchOnTwoGpus) {
     EXPECT_EQ(record["status"], "ok") << record["error"];
     EXPECT_EQ(record["dtype"], "bf16");
     EXPECT_EQ(record["gpu_count"], 2);
+    // Each rank on its own GPU, whose clock and power NVML sampled during the timed steps.
+    ASSERT_EQ(record["per_rank"].size(), 2u);
+    for (int rank = 0; rank < 2; ++rank) {
+      const Json& own = record["per_rank"][size_t(rank)];
+      EXPECT_EQ(own["gpu_index"], rank);
+      EXPECT_GT(own["telemetry_samples"].get<int>(), 0) << own["telemetry_unavailable"];
+      EXPECT_GT(own["sm_clock_mhz_median"].get<double>(), 100);
+      EXPECT_GT(own["power_w_median"].get<double>(), 10);
+    }
     EXPECT_NE(record["nccl_version"].get<std::string>(), "");
     EXPECT_GT(record["gpu_capacity_gb"].get<double>(), 1);
   }

@@ -1,6 +1,6 @@
 // RankAgreement under MPI jobs of 1 to 4 ranks: every rank learns the worst status any rank passed and the
 // message of the lowest rank that passed it (so a failure is reported the same on every rank, whichever failed),
-// and the maximum and sum of a number.
+// the maximum and sum of a number, and every rank's text.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,6 +43,16 @@ TEST(RankAgreement, MaximumAndSumOverRanks) {
   EXPECT_DOUBLE_EQ(agreement.max(rank == 0 ? 7.5 : -double(rank)), 7.5);
   EXPECT_DOUBLE_EQ(agreement.max(double(rank)), double(ranks - 1));
   EXPECT_DOUBLE_EQ(agreement.sum(rank + 1.0), ranks * (ranks + 1) / 2.0);
+}
+
+TEST(RankAgreement, AllGatherGivesEveryRankEveryRanksTextInRankOrder) {
+  RankAgreement agreement;
+  const int rank = agreement.rank(), ranks = agreement.size();
+  // Lengths differ by rank, and rank 1's is empty: offsets must follow each rank's own length.
+  auto text_of = [](int r) { return r == 1 ? std::string() : cat("rank ", r, std::string(size_t(r) * 37, 'x')); };
+  const std::vector<std::string> all = agreement.all_gather(text_of(rank));
+  ASSERT_EQ(all.size(), size_t(ranks));
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(all[size_t(r)], text_of(r)) << "rank " << r;
 }
 
 }  // namespace

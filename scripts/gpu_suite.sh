@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The comparison programs on every GPU of one host, as a user runs them, with the PyTorch reference in the same
+# call; each part writes its results (JSON records) under OUTPUT_DIR and the script ends with one table read from
+# them (scripts/summarise_results.py).
+# Usage: scripts/gpu_suite.sh OUTPUT_DIR PART ...
+#   build     configure and build Release into build-gpu/ (sm_90), then the per-rank and multi-GPU tests
+#   zero      mpirun -np GPUS zero_bench at its defaults for each of ZERO_CASES (MODEL:BATCH, seq 1024; default
+#             "gpt2-xl:8 llama-2-7b:2"); LABEL (default empty) names its output folders
+#   torch     torchrun of scripts/reference/torch_reference.py for TORCH_MODES (default "fsdp ddp") on each of
+#             ZERO_CASES, TORCH_STEPS (12) timed after TORCH_WARMUP (4)
+#   offload   offload_bench for each of OFFLOAD_CASES (MODEL:BATCH:RANKS; default "llama-2-7b:2:1 llama-2-13b:2:1
+#             llama-2-13b:2:GPUS"), strategies none cpu_optimizer cpu_full, OFFLOAD_STEPS timed (default 4) after 2
+#   scaling   zero_bench stages 1-3 on 1, 2, 4, ... GPUs for each of SCALING_CASES (default "gpt2-xl:8 llama-2-7b:2")
+# GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu_suite.sh OUTPUT_DIR PART ...}
+shift
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)} steps=${STEPS:-20} warmup=${WARMUP:-5}
+mkdir -p "$out"
+mpi=(mpirun --bind-to none --oversubscribe)
+reference=scripts/reference/torch_reference.py
+
+# torch_reference.py knows the Llama models by their short names.
+short_name() { case $1 in meta-llama/Llama-2-7b-hf) echo llama-2-7b ;; meta-llama/Llama-2-13b-hf) echo llama-2-13b ;; *) echo "$1" ;; esac; }
+
+run_build() {
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/configure.log" 2>&1 \
+    || { tail -30 "$out/configure.log"; exit 1; }
+  cmake --build build-gpu --parallel "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+  grep -cE "warning" "$out/build.log" | sed 's/^/build warnings: /'
+  ctest --test-dir build-gpu --output-on-failure -R "${TESTS:-rank_results|comm_test_np4|ZeroBenchOnTwoGpus}" \
+    > "$out/ctest.log" 2>&1
+  grep -E "tests passed|FAILED|Failure|Expected|actual|which is" "$out/ctest.log" | head -40
+}
+
+run_zero() {
+  for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
+    local model=${c%%:*} batch=${c##*:}
+    local dir="$out/zero_${model}_b${batch}_np${gpus}${LABEL:+_$LABEL}"
+    # shellcheck disable=SC2086
+    "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+      --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" ${ZERO_ARGS:-} > "$dir.log" 2>&1 \
+      || tail -5 "$dir.log"
+  done
+}
+
+run_torch() {
+  for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
+    local model=${c%%:*} batch=${c##*:}
+    for mode in ${TORCH_MODES-fsdp ddp}; do
+      PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
+        -B "$batch" -T 1024 --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
+        > "$out/torch_${model}_b${batch}_${mode}_np${gpus}.json" 2> "$out/torch_${model}_b${batch}_${mode}_np${gpus}.err"
+    done
+  done
+}
+
+run_offload() {
+  for c in ${OFFLOAD_CASES:-llama-2-7b:2:1 llama-2-13b:2:1 llama-2-13b:2:$gpus}; do
+    IFS=: read -r model batch ranks <<< "$c"
+    local dir="$out/offload_${model}_b${batch}_np${ranks}"
+    "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+      --num-steps "${OFFLOAD_STEPS:-4}" --warmup-steps 2 --output-dir "$dir" > "$dir.log" 2>&1 || tail -5 "$dir.log"
+  done
+}
+
+run_scaling() {
+  for c in ${SCALING_CASES:-gpt2-xl:8 llama-2-7b:2}; do
+    local model=${c%%:*} batch=${c##*:} n=1
+    while ((n <= gpus)); do
+      # One GPU: every stage is plain training, so it runs once.
+      local stages="1 2 3" dir="$out/scaling_${model}_b${batch}_np${n}"
+      ((n == 1)) && stages=1
+      # shellcheck disable=SC2086
+      "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+        --num-steps "$steps" --warmup-steps "$warmup" --stages $stages --output-dir "$dir" ${ZERO_ARGS:-} \
+        > "$dir.log" 2>&1 || tail -5 "$dir.log"
+      n=$((n * 2))
+    done
+  done
+}
+
+for part in "$@"; do
+  case $part in
+    build) run_build ;;
+    zero) run_zero ;;
+    torch) run_torch ;;
+    offload) run_offload ;;
+    scaling) run_scaling ;;
+    *) echo "gpu_suite: unknown part '$part' (build, zero, torch, offload, scaling)" >&2; exit 2 ;;
+  esac
+done
+echo "---"
+python3 scripts/summarise_results.py "$out"
