@@ -36,14 +36,6 @@ const char* status_name(int status) {
   }
 }
 
-double percentile(std::vector<double> sorted_values, double fraction) {
-  std::sort(sorted_values.begin(), sorted_values.end());
-  const double position = fraction * double(sorted_values.size() - 1);
-  const size_t below = size_t(std::floor(position));
-  const size_t above = std::min(below + 1, sorted_values.size() - 1);
-  return sorted_values[below] + (position - double(below)) * (sorted_values[above] - sorted_values[below]);
-}
-
 double mean(const std::vector<double>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
 }

@@ -15,14 +15,6 @@ namespace zb {
 
 namespace {
 
-double percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  const double position = fraction * double(values.size() - 1);
-  const size_t below = size_t(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  return values[below] + (position - double(below)) * (values[above] - values[below]);
-}
-
 nlohmann::ordered_json optional_number(const std::optional<double>& value) {
   return value && std::isfinite(*value) ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
 }
@@ -63,6 +55,14 @@ std::string limits_text(const GpuTelemetrySummary& t) {
 }
 
 }  // namespace
+
+double percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const double position = fraction * double(values.size() - 1);
+  const size_t below = size_t(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  return values[below] + (position - double(below)) * (values[above] - values[below]);
+}
 
 double resident_set_bytes() {
   std::ifstream status("/proc/self/status");

@@ -6,9 +6,11 @@
 // In data-parallel training every rank waits for the slowest at each collective, so the ranks' wall-clock
 // step times come out nearly equal even when one GPU is slow: the others wait for it inside the collectives,
 // and their compute waits for those collectives (the exposed communication). Each rank's busy time, its
-// step time less that wait, is what differs; the slow rank is the one with the largest busy time.
+// step time less that wait, is what differs; the slow rank is the one with the largest busy time. (With
+// offload, the part of the wait spent on the rank's own host update counts as busy: see RankSteps::add.)
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,7 +44,10 @@ struct RankSteps {
 
   void add(const StepStats& step, int world) {
     step_ms.push_back(step.seconds * 1e3);
-    busy_ms_total += step.seconds * 1e3 - step.comm.exposed_ms;
+    // With offload, the compute also waits for this rank's own host update (the new weights come up behind
+    // it): that wait is the rank's own work, not waiting for the others.
+    const double waited_for_others = std::max(0.0, step.comm.exposed_ms - step.offload.update_wait_ms);
+    busy_ms_total += step.seconds * 1e3 - waited_for_others;
     tokens_per_step = double(step.tokens) / world;
   }
 };
@@ -79,6 +84,9 @@ struct RankSpread {
 };
 // Of one or more ranks (one rank: no spread).
 RankSpread rank_spread(const std::vector<RankResult>& ranks);
+
+// The value at `fraction` (0.5: the median) of non-empty `values`, interpolating linearly between neighbours.
+double percentile(std::vector<double> values, double fraction);
 
 // This process's resident set (VmRSS), in bytes; 0 where /proc cannot be read.
 double resident_set_bytes();

@@ -39,6 +39,21 @@ TEST(RankSteps, MeanPercentilesBusyTimeAndTokensOfOneRank) {
   EXPECT_DOUBLE_EQ(r.tokens_per_sec, 8192 / 0.120) << "this rank's tokens over its own step time";
 }
 
+TEST(RankSteps, WithOffloadTheWaitForTheRanksOwnHostUpdateCountsAsBusy) {
+  RankSteps steps;
+  StepStats s;
+  s.seconds = 0.5;
+  s.comm.exposed_ms = 300;        // compute waited for the new weights to come up ...
+  s.offload.update_wait_ms = 220;  // ... 220 ms of it for this rank's own CPU optimizer
+  s.tokens = 2048;
+  steps.add(s, 1);
+  s.offload.update_wait_ms = 350;  // more than the exposed wait: none of it was for the others
+  steps.add(s, 1);
+  RankResult r;
+  summarise_steps(steps, r);
+  EXPECT_DOUBLE_EQ(r.busy_ms, (420.0 + 500.0) / 2);
+}
+
 TEST(NodeThroughput, RanksAreGroupedByHostInTheOrderOfTheirFirstRank) {
   // Round-robin placement (mpirun --map-by node) interleaves the hosts.
   const std::vector<RankResult> ranks = {rank_on(0, "node-b", 100, 90, 1000), rank_on(1, "node-a", 100, 90, 1100),
@@ -152,21 +167,23 @@ TEST(GpuTelemetry, ClockLimitReasonsAreNamedInBitOrder) {
   EXPECT_EQ(limit_reason_names(1ull << 12), std::vector<std::string>{"reason 0x1000"});
 }
 
-TEST(GpuTelemetry, WithoutAGpuItTakesNoSamplesAndSaysWhy) {
-  GpuTelemetry telemetry("");
+// Starts and stops sampling the GPU at `pci_bus_id` at once.
+GpuTelemetrySummary sample_briefly(const std::string& pci_bus_id) {
+  GpuTelemetry telemetry(pci_bus_id);
   telemetry.start();
   telemetry.stop();
-  const GpuTelemetrySummary s = telemetry.summary();
+  return telemetry.summary();
+}
+
+TEST(GpuTelemetry, WithoutAGpuItTakesNoSamplesAndSaysWhy) {
+  const GpuTelemetrySummary s = sample_briefly("");
   EXPECT_EQ(s.samples, 0);
   EXPECT_FALSE(s.sm_clock_mhz.has_value());
   EXPECT_EQ(s.unavailable, "no GPU");
 }
 
 TEST(GpuTelemetry, AnUnknownBusIdTakesNoSamplesAndSaysWhy) {
-  GpuTelemetry telemetry("0000:ff:1f.7");
-  telemetry.start();
-  telemetry.stop();
-  const GpuTelemetrySummary s = telemetry.summary();
+  const GpuTelemetrySummary s = sample_briefly("0000:ff:1f.7");
   EXPECT_EQ(s.samples, 0);
   // No driver (CI): NVML is not there; a driver: it does not know the id.
   EXPECT_TRUE(s.unavailable.find("NVML") != std::string::npos) << s.unavailable;
