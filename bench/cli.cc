@@ -96,7 +96,10 @@ void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_fl
      "stage 3: elements of parameters gathered ahead of use (0: no prefetch)")
     ("stage3-param-persistence-threshold",
      po::value(&z.stage3_param_persistence_threshold)->default_value(z.stage3_param_persistence_threshold),
-     "stage 3: units with fewer elements stay whole on every rank");
+     "stage 3: units with fewer elements stay whole on every rank")
+    ("pipelined-updates", po::value(&z.pipelined_updates)->default_value(z.pipelined_updates),
+     "stages 1-3 without offload: each unit's optimizer update runs beside the next forward and its weights' "
+     "gather follows it (true or false)");
   // clang-format on
 }
 

@@ -256,6 +256,7 @@ StepStats Trainer::step() {
 
 ParameterStore& Trainer::store() {
   schedule_.wait_updates_aside();
+  schedule_.wait_all();  // (pipelined updates: the gathers of the new weights)
   backend_.synchronize();
   return store_;
 }

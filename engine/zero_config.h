@@ -28,6 +28,10 @@ struct ZeroConfig {
   // Stage 3: a unit with fewer elements than this stays whole on every rank (its optimizer state is still
   // partitioned). DeepSpeed applies it per tensor; the unit is our smallest gathering granularity.
   int64_t stage3_param_persistence_threshold = 100'000;
+  // Stages 1-3 without offload: each unit's optimizer update runs beside the next forward, as stage 0's does,
+  // and the gather of its new weights follows its own update instead of waiting for every unit's (the forward
+  // of unit u waits for update u and its gather only). Off: the sharded update runs alone after backward.
+  bool pipelined_updates = false;
 
   bool overlaps() const { return overlap_comm.value_or(true); }
 };

@@ -32,6 +32,7 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   held_params_.assign(units, nullptr);
   held_grads_.assign(units, nullptr);
   params_ready_.assign(units, 0);
+  gather_pending_.assign(units, false);
   updated_aside_.resize(units);
   awaiting_update_.assign(units, false);
   staging_.resize(units);
@@ -91,6 +92,7 @@ CommTicket gather_unit_weights(Communicator& comm, const ParameterStore& store, 
 }
 
 UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
+  wait_update_aside(unit);  // (pipelined updates) the gather reads the shard the update writes
   ensure_updated(unit);
   UnitSlots::Slot* slot = param_slots_.take(int64_t(unit), store_.padded_numel(unit));
   Tensor whole = param_slots_.view(*slot);
@@ -126,6 +128,7 @@ void ZeroSchedule::complete_updates() {
 }
 
 EventSpan ZeroSchedule::update_on_device(const std::function<void(size_t unit)>& update) {
+  issue_every_pending_gather();  // (a unit no pass read since the last update: its gather reads the shard first)
   if (!can_update_aside() || !backend_.begin_aside()) {
     for (size_t unit : forward_order_) update(unit);
     return {};
@@ -185,6 +188,8 @@ void ZeroSchedule::acquire_params(size_t unit, const std::vector<size_t>& order)
   wait_update_aside(unit);
   ensure_updated(unit);
   if (store_.resident_params(unit)) {
+    issue_pending_gather(unit);
+    prefetch_pending_gathers(unit, order);
     wait_exposed(params_ready_[unit]);
     params_ready_[unit] = 0;
     return;
@@ -221,6 +226,32 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
       gather(next);
     }
   }
+}
+
+void ZeroSchedule::issue_pending_gather(size_t unit) {
+  if (!gather_pending_[unit]) return;
+  wait_update_aside(unit);  // the gather reads the shard the update writes
+  gather_pending_[unit] = false;
+  gather_units({unit});
+}
+
+void ZeroSchedule::prefetch_pending_gathers(size_t unit, const std::vector<size_t>& order) {
+  auto it = std::find(order.begin(), order.end(), unit);
+  if (it == order.end()) return;
+  int64_t budget = config_.allgather_bucket_size;
+  bool any = false;
+  for (++it; it != order.end(); ++it) {
+    const size_t next = *it;
+    if (!gather_pending_[next]) continue;
+    if (any && budget < store_.padded_numel(next)) break;
+    budget -= store_.padded_numel(next);
+    any = true;
+    issue_pending_gather(next);
+  }
+}
+
+void ZeroSchedule::issue_every_pending_gather() {
+  for (size_t unit : forward_order_) issue_pending_gather(unit);
 }
 
 void ZeroSchedule::release_params(size_t unit) {
@@ -392,7 +423,16 @@ void ZeroSchedule::publish_parameters() {
     std::vector<size_t> whole_units;
     for (size_t unit = 0; unit < store_.unit_count(); ++unit)
       if (store_.whole_params(unit) && !(host_ && store_.optimizer_on_host(unit))) whole_units.push_back(unit);
-    for_each_bucket(whole_units, config_.allgather_bucket_size, [&](const std::vector<size_t>& b) { gather_units(b); });
+    // Updates queued aside (pipelined): each unit's gather waits until a pass needs the unit (acquire_params),
+    // so that no gather waits for an update the forward does not need yet.
+    const bool aside = std::any_of(whole_units.begin(), whole_units.end(),
+                                   [this](size_t unit) { return updated_aside_[unit] != nullptr; });
+    if (aside) {
+      for (size_t unit : whole_units) gather_pending_[unit] = true;
+    } else {
+      for_each_bucket(whole_units, config_.allgather_bucket_size,
+                      [&](const std::vector<size_t>& b) { gather_units(b); });
+    }
   }
   param_slots_.forget_contents();
 }

@@ -9,7 +9,9 @@
 // - Stage 3: a unit's weights are all-gathered into a slot before its forward and again before its backward,
 //   the next units (up to stage3_prefetch_bucket_size elements) gathered ahead, and released after use.
 // - After the optimizer: units held whole but updated as shards (stages 1-2, stage 3's persistent units) are
-//   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather.
+//   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather. With
+//   pipelined_updates the updates run aside instead (see update_on_device) and each unit's gather is issued
+//   when the forward reaches it or prefetches it, after the main sequence waits for that unit's update.
 // - Offload (a HostOptimizer attached): as backward finishes a unit's gradient range, it is copied down to
 //   the host optimizer's buffer; after the step's update starts on the host, each unit's new weights are
 //   copied back (and gathered where the stage holds them whole) when the next forward first needs the unit,
@@ -86,9 +88,11 @@ class ZeroSchedule final : public UnitAccess {
   // update_on_device runs the updates in order on the main sequence, never aside: a replayed pass cannot wait
   // for an update queued after it was recorded.
   void keep_updates_in_order() { updates_in_order_ = true; }
-  // The compute stream waits for every update queued aside.
+  // The compute stream waits for every update queued aside, and (pipelined updates) the gathers that follow
+  // them are issued: the weights held whole are then the updated ones once wait_all() has been called.
   void wait_updates_aside() {
     for (size_t unit = 0; unit < updated_aside_.size(); ++unit) wait_update_aside(unit);
+    issue_every_pending_gather();
   }
   // Calls update(unit) for every unit in forward order, to queue the device's update of each. Where it may
   // (no host optimizer, stage 0: nothing is gathered after the optimizer) and the backend takes it, the updates
@@ -115,8 +119,19 @@ class ZeroSchedule final : public UnitAccess {
   std::vector<Tensor> optimizer_gradients() const;
   void acquire_params(size_t unit, const std::vector<size_t>& order);
   void release_params(size_t unit);
-  // Whether the device's update may run aside (see update_on_device).
-  bool can_update_aside() const { return host_ == nullptr && !store_.sharded_optimizer() && !updates_in_order_; }
+  // Whether the device's update may run aside (see update_on_device): with sharded optimizer state only when
+  // pipelined, since each unit's gather must then follow its own update.
+  bool can_update_aside() const {
+    return host_ == nullptr && !updates_in_order_ && (!store_.sharded_optimizer() || config_.pipelined_updates);
+  }
+  // Pipelined updates: issues the gather of a unit whose update was queued aside, after the main sequence
+  // waits for that update; gather_pending_ is cleared. Every rank issues them in the same (forward) order.
+  void issue_pending_gather(size_t unit);
+  // Pipelined updates: issues the pending gathers of the units after `unit` in `order`, up to
+  // allgather_bucket_size elements (at least one unit), so that they land while the forward computes.
+  void prefetch_pending_gathers(size_t unit, const std::vector<size_t>& order);
+  // Issues every pending gather (before anything else reads or writes the units' weights).
+  void issue_every_pending_gather();
   // The compute stream waits for the unit's update queued aside, if one still is.
   void wait_update_aside(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit
@@ -155,6 +170,7 @@ class ZeroSchedule final : public UnitAccess {
   UnitSlots param_slots_, grad_slots_;
   std::vector<UnitSlots::Slot*> held_params_, held_grads_;
   std::vector<CommTicket> params_ready_;  // the post-optimizer gather each whole unit waits for
+  std::vector<bool> gather_pending_;      // pipelined updates: whole units whose gather is not issued yet
   std::vector<Buffer> staging_;           // stages 2-3 with micro-batches: a reduce-scatter's landing place
   // Each unit's update queued aside, until the compute stream waits for it.
   std::vector<std::unique_ptr<TimingEvent>> updated_aside_;
