@@ -337,6 +337,28 @@ TEST(ComparisonPrograms, OffloadBenchComparesOffloadRatios) {
   EXPECT_LT(partial["cpu_pinned_gb"].get<double>(), whole["cpu_pinned_gb"].get<double>());
 }
 
+// The multi-node launch as the README writes it (`mpirun --hostfile`, one rank per slot), here with the one
+// host this machine has: the ranks find their host's GPUs (here the CPU) by their place on the host, and the
+// records group them by host.
+TEST(ComparisonPrograms, AHostfileLaunchGroupsTheRanksByHost) {
+  TempDir out;
+  const fs::path hosts = out.path() / "hosts";
+  std::ofstream(hosts) << "localhost slots=3\n";
+  const ProgramResult r = run_command(
+      std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") + ZB_MPIEXEC +
+      " -np 3 --hostfile " + hosts.string() + " --mca mpi_yield_when_idle 1 " + ZB_BINARY_DIR + "/zero_bench " +
+      kTiny + " --stages 1 --output-dir " + (out.path() / "results").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path() / "results", "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 1u);
+  const Json& record = records[0];
+  EXPECT_EQ(record["world_size"], 3);
+  ASSERT_EQ(record["node_throughput"].size(), 1u);
+  EXPECT_EQ(record["node_throughput"][0]["ranks"], Json::array({0, 1, 2}));
+  ASSERT_EQ(record["per_rank"].size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(record["per_rank"][size_t(rank)]["rank"], rank);
+}
+
 TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   TempDir first, second;
   const ProgramResult free_run = run_job("zero_bench", kTiny + " --stages 0 3 --output-dir " + first.path().string());
