@@ -3,7 +3,9 @@
 # call; each part writes its results (JSON records) under OUTPUT_DIR and the script ends with one table read from
 # them (scripts/summarise_results.py).
 # Usage: scripts/gpu_suite.sh OUTPUT_DIR PART ...
-#   build     configure and build Release into build-gpu/ (sm_90), then the per-rank and multi-GPU tests
+#   build     configure and build Release into build-gpu/ (sm_90), then the ctest tests matching TESTS (default:
+#             the per-rank and multi-GPU tests)
+#   gtests    the MPI GPU tests of cuda_zero_test matching GTEST_FILTER (default "CudaZeroPipelined*") on GPUS ranks
 #   zero      mpirun -np GPUS zero_bench at its defaults for each of ZERO_CASES (MODEL:BATCH, seq 1024; default
 #             "gpt2-xl:8 llama-2-7b:2"); LABEL (default empty) names its output folders
 #   torch     torchrun of scripts/reference/torch_reference.py for TORCH_MODES (default "fsdp ddp") on each of
@@ -32,6 +34,12 @@ run_build() {
   ctest --test-dir build-gpu --output-on-failure -R "${TESTS:-rank_results|comm_test_np4|ZeroBenchOnTwoGpus}" \
     > "$out/ctest.log" 2>&1
   grep -E "tests passed|FAILED|Failure|Expected|actual|which is" "$out/ctest.log" | head -40
+}
+
+run_gtests() {
+  "${mpi[@]}" -np "$gpus" build-gpu/bin/cuda_zero_test --gtest_filter="${GTEST_FILTER:-CudaZeroPipelined*}" \
+    > "$out/gtests.log" 2>&1
+  grep -E "OK \]|FAILED|PASSED|Failure|Expected|which is" "$out/gtests.log" | sort | uniq -c | head -30
 }
 
 run_zero() {
@@ -84,11 +92,12 @@ run_scaling() {
 for part in "$@"; do
   case $part in
     build) run_build ;;
+    gtests) run_gtests ;;
     zero) run_zero ;;
     torch) run_torch ;;
     offload) run_offload ;;
     scaling) run_scaling ;;
-    *) echo "gpu_suite: unknown part '$part' (build, zero, torch, offload, scaling)" >&2; exit 2 ;;
+    *) echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling)" >&2; exit 2 ;;
   esac
 done
 echo "---"
