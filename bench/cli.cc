@@ -25,8 +25,8 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
   flags.add_options()
     ("model", po::value(&v.model)->default_value(v.model), kModelFlagHelp)
     ("batch-size", po::value(&v.batch_size)->default_value(v.batch_size), "samples per micro-batch (per GPU)")
-    ("seq-length", po::value(&v.seq_length)->default_value(v.seq_length, "min(512, model maximum)"),
-     "tokens per sample")
+    ("seq-length", po::value<int64_t>()->notifier([&v](int64_t x) { v.seq_length = x; }),
+     "tokens per sample (default: min(512, the model's maximum))")
     ("num-steps", po::value(&v.num_steps)->default_value(v.num_steps), "optimizer steps")
     ("grad-accum", po::value(&v.grad_accum)->default_value(v.grad_accum), "micro-batches per optimizer step")
     ("lr", po::value(&v.lr)->default_value(v.lr, "3e-4"), "learning rate (constant)")
@@ -169,9 +169,11 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   require_positive(f.batch_size, "batch-size");
   require_positive(f.num_steps, "num-steps");
   require_positive(f.grad_accum, "grad-accum");
-  if (f.seq_length < 0) throw UsageError(cat("--seq-length: must be a positive integer, got ", f.seq_length));
+  if (f.seq_length && *f.seq_length <= 0) {
+    throw UsageError(cat("--seq-length: must be a positive integer, got ", *f.seq_length));
+  }
   o.batch = f.batch_size;
-  o.seq = f.seq_length ? f.seq_length : std::min<int64_t>(512, o.model.max_seq_len);
+  o.seq = f.seq_length.value_or(std::min<int64_t>(512, o.model.max_seq_len));
   if (o.seq > o.model.max_seq_len) {
     throw UsageError(cat("--seq-length: ", o.seq, " exceeds ", o.model.name, "'s maximum of ", o.model.max_seq_len));
   }

@@ -20,7 +20,7 @@ namespace zb {
 struct TrainingFlags {
   std::string model = "gpt2";
   int64_t batch_size = 4;
-  int64_t seq_length = 0;  // 0: min(512, the model's maximum)
+  std::optional<int64_t> seq_length;  // absent: min(512, the model's maximum)
   int64_t num_steps = 20;
   int64_t grad_accum = 1;
   double lr = 3e-4;

@@ -21,13 +21,13 @@ namespace po = boost::program_options;
 
 void add_comparison_flags(po::options_description& options, ComparisonFlags& f, ComparisonKind kind) {
   TrainingFlags& t = f.training;
-  t.seq_length = 512;
   const bool zero = kind == ComparisonKind::zero_stages;
   // clang-format off
   options.add_options()
     ("model", po::value(&t.model)->default_value(t.model), kModelFlagHelp)
     ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size), "samples per micro-batch, per GPU")
-    ("seq-length", po::value(&t.seq_length)->default_value(t.seq_length), "tokens per sample")
+    ("seq-length", po::value<int64_t>()->notifier([&t](int64_t x) { t.seq_length = x; }),
+     "tokens per sample (default: min(512, the model's maximum))")
     ("num-steps", po::value(&t.num_steps)->default_value(t.num_steps), "timed optimizer steps per configuration")
     ("warmup-steps", po::value(&f.warmup_steps)->default_value(f.warmup_steps),
      "optimizer steps before the timed ones (not timed)")

@@ -550,6 +550,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"zero_bench", kTiny + " --config /nonexistent/ds.json", "/nonexistent/ds.json"},
         BadInput{"zero_bench", kTiny + " --dtype fp16", "--dtype"},
         BadInput{"zero_bench", "--device cpu --model no-such-model", "no-such-model"},
+        BadInput{"zero_bench", "--device cpu --model gpt2-tiny --seq-length 0", "--seq-length: must be a positive"},
+        BadInput{"offload_bench", "--device cpu --model gpt2-tiny --seq-length -3", "--seq-length: must be a positive"},
         BadInput{"offload_bench", kTiny + " --strategies none gpu", "--strategies"},
         BadInput{"offload_bench", kTiny + " --strategies nvme", "--nvme-path"},
         BadInput{"offload_bench", kTiny + " --strategies cpu_optimizer:1.5", "--strategies: cpu_optimizer:1.5"},
@@ -563,6 +565,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"offload_bench", kTiny + " --no-such-flag", "no-such-flag"},
         BadInput{"zero_bench", kTiny + " --agreement-timeout-s 0", "--agreement-timeout-s"},
         BadInput{"zero_bench", kTiny + " --inject-failure 1:x", "--inject-failure"}));
+
+// Without --seq-length the sequence is min(512, the model's maximum), as in train: a model whose maximum is
+// below 512 runs at its maximum instead of being refused.
+TEST(ComparisonPrograms, TheDefaultSequenceFitsTheModel) {
+  TempDir out;
+  const ProgramResult r = run_job("zero_bench", "--device cpu --model gpt2-tiny --batch-size 1 --stages 0 "
+                                                "--num-steps 1 --warmup-steps 0 --output-dir " + out.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["seq_length"], 64) << "gpt2-tiny's maximum";
+}
 
 TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
   TempDir out;

@@ -90,6 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"--seed -1", "--seed: must be a non-negative integer"},
                       BadInput{"--batch-size many", "'--batch-size' is invalid"},
                       BadInput{"--model gpt2-tiny --seq-length 4096", "--seq-length: 4096 exceeds gpt2-tiny's maximum of 64"},
+                      BadInput{"--model gpt2-tiny --seq-length 0", "--seq-length: must be a positive integer, got 0"},
                       BadInput{"--device tpu", "--device: unknown device 'tpu' (accepted: cpu, cuda, cuda:N)"},
                       BadInput{"--lr 0", "--lr: must be a non-zero number"},
                       BadInput{"--grad-clip -1", "--grad-clip"},
