@@ -22,7 +22,10 @@ UnitSlots::Slot* UnitSlots::take(int64_t unit, int64_t numel) {
   }
   if (best && best->ticket != 0 && of_size < rotation_) best = nullptr;  // grow the rotation instead of waiting
   if (!best) {
-    slots_.push_back(Slot{allocator_.allocate(Shape{numel}, dtype_, pool_), numel});
+    Slot slot;
+    slot.buffer = allocator_.allocate(Shape{numel}, dtype_, pool_);
+    slot.numel = numel;
+    slots_.push_back(std::move(slot));
     best = &slots_.back();
   }
   best->unit = unit;
