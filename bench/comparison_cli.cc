@@ -340,7 +340,8 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   plan.baseline = f.baseline;
   plan.max_regression = f.max_regression;
   plan.title = cat(program, ": ", run.options.model.name, ", batch ", run.options.batch, " x seq ", run.options.seq,
-                   run.options.grad_accum > 1 ? cat(" x accum ", run.options.grad_accum) : std::string(), " per GPU");
+                   run.options.grad_accum > 1 ? cat(" x accum ", run.options.grad_accum) : std::string(),
+                   run.device.is_cuda() ? " per GPU" : " per rank");
   return plan;
 }
 

@@ -100,7 +100,8 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
   }
   write_file_atomically(files.json, array.dump(2) + "\n");
   write_file_atomically(files.csv, to_csv(records));
-  write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0)));
+  const bool on_gpu = records.empty() || records.front().environment.gpu_name != "CPU";
+  write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0), on_gpu));
   if (recommended) {
     files.recommended_config = (std::filesystem::path(base).parent_path() / "ds_config_recommended.json").string();
     write_file_atomically(files.recommended_config,
@@ -126,7 +127,10 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
 std::string summary_table(const std::vector<BenchRecord>& records) {
   // The ranks' spread only where there are several ranks.
   const bool spread = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.world_size > 1; });
-  std::vector<std::vector<std::string>> rows{{"Strategy", "GPU Mem", "CPU Mem", "Time", "Throughput"}};
+  // The CPU backend's device is the host: its tracked allocations are "device" memory there.
+  const bool on_gpu = records.empty() || records.front().environment.gpu_name != "CPU";
+  std::vector<std::vector<std::string>> rows{
+      {"Strategy", on_gpu ? "GPU Mem" : "Device Mem", "CPU Mem", "Time", "Throughput"}};
   if (spread) rows[0].push_back("Rank spread");
   rows[0].insert(rows[0].end(), {"Status", "Recommendation"});
   for (const BenchRecord& r : records) {

@@ -35,7 +35,8 @@ std::string deepspeed_caveat(const TrainingOptions& options);
 
 // Strategy | GPU Mem | CPU Mem | Time | Throughput | [Rank spread] | Status | Recommendation, one line a
 // configuration; Rank spread (the larger of the step and busy spreads, see rank_results.h) where a record has
-// several ranks, "SLOW rank N" beside it above kRankSpreadFlagPct. GPU Mem is the largest over the ranks.
+// several ranks, "SLOW rank N" beside it above kRankSpreadFlagPct. GPU Mem is the largest over the ranks
+// ("Device Mem" on the CPU backend, whose device is the host).
 std::string summary_table(const std::vector<BenchRecord>& records);
 
 }  // namespace zb

@@ -195,13 +195,14 @@ RankSpread rank_spread(const std::vector<RankResult>& ranks) {
 
 std::string format_ranks(const std::vector<RankResult>& ranks) {
   std::string out =
-      "rank | host | GPU | step ms mean / p50 / p90 | busy ms | tok/s | GPU peak GB | host RSS GB | SM clock MHz | "
-      "power W | clock limits\n";
+      "rank | host | device | step ms mean / p50 / p90 | busy ms | tok/s | device peak GB | host RSS GB | "
+      "SM clock MHz | power W | clock limits\n";
   for (const RankResult& r : ranks) {
     char line[256];
-    std::snprintf(line, sizeof line, "%d | %s | %d %s | %.1f / %.1f / %.1f | %.1f | %.0f | %.2f | %.2f | ", r.rank,
-                  r.host.c_str(), r.gpu_index, r.gpu_name.c_str(), r.step_ms_mean, r.step_ms_p50, r.step_ms_p90,
-                  r.busy_ms, r.tokens_per_sec, r.gpu_peak_gb, r.host_rss_gb);
+    const std::string device = r.gpu_index >= 0 ? std::to_string(r.gpu_index) + " " + r.gpu_name : r.gpu_name;
+    std::snprintf(line, sizeof line, "%d | %s | %s | %.1f / %.1f / %.1f | %.1f | %.0f | %.2f | %.2f | ", r.rank,
+                  r.host.c_str(), device.c_str(), r.step_ms_mean, r.step_ms_p50, r.step_ms_p90, r.busy_ms,
+                  r.tokens_per_sec, r.gpu_peak_gb, r.host_rss_gb);
     out += line;
     const GpuTelemetrySummary& t = r.telemetry;
     if (t.samples == 0) {

@@ -366,7 +366,7 @@ constexpr const char* kNoneSucceeded = "no configuration succeeded";
 }  // namespace
 
 std::string render_comparison_chart(const std::string& title, const std::vector<ChartBar>& bars,
-                                    double gpu_capacity_gb) {
+                                    double gpu_capacity_gb, bool on_gpu) {
   const double capacity = sanitize(gpu_capacity_gb);
   const double title_width = text_width(title, kTitleFont) + 2 * kOuterPad;
   if (bars.empty()) {
@@ -460,8 +460,10 @@ std::string render_comparison_chart(const std::string& title, const std::vector<
   text(out, "title", kOuterPad, kTitleY, escape(title), "font-size=\"" + coord(kTitleFont) + "\" font-weight=\"bold\"");
   out += legend;
 
-  Panel throughput{"throughput", "Throughput", "tokens/s (all GPUs)", "tokens/s", true, {}, {}, 0};
-  Panel memory{"memory", "GPU peak memory", "GB per GPU", "GB", false, {}, {}, capacity};
+  Panel throughput{"throughput", "Throughput", on_gpu ? "tokens/s (all GPUs)" : "tokens/s (all ranks)", "tokens/s",
+                   true, {}, {}, 0};
+  Panel memory{"memory", on_gpu ? "GPU peak memory" : "device peak memory", on_gpu ? "GB per GPU" : "GB per rank",
+               "GB", false, {}, {}, capacity};
   for (const Config& c : configs) {
     throughput.values.push_back(c.tokens_per_second);
     throughput.stddevs.push_back(c.stddev);

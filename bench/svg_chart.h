@@ -28,8 +28,9 @@ struct ChartBar {
 // colour and the legend names it. Empty `bars`, or none "ok", still give a valid document, which says "no
 // configuration succeeded". Labels and title are escaped (they come from user input such as model names);
 // non-finite or negative values count as 0. Bar rects carry class="bar throughput" or class="bar memory" (plus
-// "best" on the recommended one), so that tools and tests can find them.
+// "best" on the recommended one), so that tools and tests can find them. on_gpu false (the CPU backend) names
+// the memory "device peak memory", per rank, and the throughput that of all ranks.
 std::string render_comparison_chart(const std::string& title, const std::vector<ChartBar>& bars,
-                                    double gpu_capacity_gb);
+                                    double gpu_capacity_gb, bool on_gpu = true);
 
 }  // namespace zb

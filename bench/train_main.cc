@@ -50,7 +50,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
 
   const auto& o = run.options;
   const std::string device_name = run.device.is_cuda() ? zb::cuda_device_name(run.device.index) : "CPU";
-  zb::ThroughputModel throughput{zb::training_flops_per_token(o.model, o.seq), std::nullopt, world.size()};
+  zb::ThroughputModel throughput{zb::training_flops_per_token(o.model, o.seq), std::nullopt, world.size(),
+                                 run.device.is_cuda() ? "GPU" : "rank"};
   // MFU against the bf16 tensor-core peak only when training in bf16 (or with an explicit peak).
   if (extra.peak_tflops > 0) throughput.peak_tflops = extra.peak_tflops;
   else if (run.device.is_cuda() && o.dtype == zb::DType::bf16) throughput.peak_tflops = zb::bf16_peak_tflops(device_name);

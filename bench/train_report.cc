@@ -17,7 +17,8 @@ std::string printf_string(const char* format, auto... values) {
 
 std::string rate_part(double tokens_per_second, const ThroughputModel& model) {
   const double tflops = tokens_per_second * model.flops_per_token / 1e12 / model.devices;
-  std::string s = printf_string(model.devices > 1 ? " | %.4g TFLOP/s per GPU" : " | %.4g TFLOP/s", tflops);
+  std::string s = printf_string(" | %.4g TFLOP/s", tflops);
+  if (model.devices > 1) s += " per " + model.device_kind;
   if (model.peak_tflops) s += printf_string(" | MFU %.1f%%", 100.0 * tflops / *model.peak_tflops);
   return s;
 }

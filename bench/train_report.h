@@ -15,6 +15,7 @@ struct ThroughputModel {
   double flops_per_token = 0;           // training FLOPs per token (models/transformer_config.h)
   std::optional<double> peak_tflops;    // one device's dense bf16 peak, for MFU
   int devices = 1;                      // the rates are per device: tokens/s of all of them / devices
+  std::string device_kind = "GPU";      // how the rates name a device ("GPU", or "rank" on the CPU backend)
 };
 
 std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model);

@@ -182,9 +182,11 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
                                 "--output-dir " +
                                 out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(Strategy +\| GPU Mem +\| CPU Mem +\| Time +\| Throughput +\| )"
-                                                     R"(Rank spread +\| Status +\| Recommendation)")))
+  // The CPU backend's memory is the device's, not a GPU's.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(Strategy +\| Device Mem +\| CPU Mem +\| Time +\| )"
+                                                     R"(Throughput +\| Rank spread +\| Status +\| Recommendation)")))
       << r.output;
+  EXPECT_EQ(r.output.find("GPU"), std::string::npos) << r.output;
 
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
   expect_every_field(records);
@@ -270,6 +272,8 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
 
   const std::string chart = read_text(only_file(out.path(), "zero_comparison_", ".svg"));
   EXPECT_EQ(chart.rfind("<svg", 0), 0u);
+  EXPECT_NE(chart.find("device peak memory"), std::string::npos);
+  EXPECT_EQ(chart.find("GPU"), std::string::npos) << "the CPU backend has no GPU";
   const Json ds = read_json(out.path() / "ds_config_recommended.json");
   EXPECT_EQ(ds["zero_optimization"]["stage"], optimal);
   EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 2);

@@ -165,6 +165,17 @@ TEST(SvgChart, EveryRectTextAndLineIsClosed) {
   }
 }
 
+TEST(SvgChart, OnTheCpuBackendTheMemoryIsTheDevicesPerRank) {
+  const std::string gpu = render_comparison_chart("t", zero_stages(), 0);
+  EXPECT_NE(gpu.find("GPU peak memory"), std::string::npos);
+  EXPECT_NE(gpu.find("GB per GPU"), std::string::npos);
+  const std::string cpu = render_comparison_chart("t", zero_stages(), 0, /*on_gpu=*/false);
+  EXPECT_NE(cpu.find("device peak memory"), std::string::npos);
+  EXPECT_NE(cpu.find("GB per rank"), std::string::npos);
+  EXPECT_NE(cpu.find("tokens/s (all ranks)"), std::string::npos);
+  EXPECT_EQ(cpu.find("GPU"), std::string::npos);
+}
+
 TEST(SvgChart, BarHeightsAreProportionalToTheValues) {
   const auto bars = zero_stages();
   const std::string svg = render_comparison_chart("t", bars, 0);
