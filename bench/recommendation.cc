@@ -14,6 +14,13 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
+// A failure's reason as the table shows it: its first line (messages may carry more, e.g. a rank's), or
+// `otherwise` where there is none.
+std::string first_line(const std::string& message, const char* otherwise) {
+  const std::string line = message.substr(0, message.find('\n'));
+  return line.empty() ? otherwise : line;
+}
+
 }  // namespace
 
 std::optional<size_t> recommend(std::vector<BenchRecord>& records, std::optional<double> gpu_capacity_gb) {
@@ -26,11 +33,12 @@ std::optional<size_t> recommend(std::vector<BenchRecord>& records, std::optional
   for (size_t i = 0; i < records.size(); ++i) {
     BenchRecord& r = records[i];
     if (r.status == "oom") {
-      r.recommendation = "does not fit: out of memory";
+      r.recommendation = "does not fit: " + first_line(r.error, "out of memory");
       continue;
     }
     if (!r.ok() || !r.throughput_tokens_per_sec) {
-      r.recommendation = r.status == "interrupted" ? "not measured: interrupted" : "failed: " + r.status;
+      r.recommendation = r.status == "interrupted" ? "not measured: interrupted"
+                                                   : r.status + ": " + first_line(r.error, "no reason recorded");
       continue;
     }
     if (i == *best) {

@@ -1,7 +1,7 @@
 // The recommendation users already apply to these comparisons: among the configurations that succeeded,
 // the highest throughput is OPTIMAL; each other one says why not (how much slower, how much more or less
 // GPU memory); a configuration above 90% of the GPU's memory is flagged as barely fitting; those that failed
-// say so.
+// say how and why: "does not fit: <the first line of the out-of-memory message>", "error: <its first line>".
 #pragma once
 
 #include <optional>

@@ -382,7 +382,9 @@ TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   EXPECT_TRUE(records[0]["throughput_tokens_per_sec"].is_null());
   EXPECT_GT(records[0]["gpu_peak_gb"].get<double>(), 0) << "how far it got before running out";
   EXPECT_LE(records[0]["gpu_peak_gb"].get<double>(), limit);
-  EXPECT_EQ(records[0]["recommendation"], "does not fit: out of memory");
+  // The table and the record say why: the status and the first line of the reason.
+  EXPECT_EQ(records[0]["recommendation"], "does not fit: " + records[0]["error"].get<std::string>());
+  EXPECT_NE(r.output.find("does not fit: rank "), std::string::npos) << r.output;
   EXPECT_EQ(records[1]["status"], "ok") << records[1]["error"];
   // (A loaded machine may add a note on the ranks' spread after it.)
   EXPECT_EQ(records[1]["recommendation"].get<std::string>().rfind("OPTIMAL", 0), 0u) << records[1]["recommendation"];
@@ -446,6 +448,22 @@ TEST(ComparisonPrograms, ARecommendationDeepSpeedCannotExpressIsNoted) {
   const Json ds = read_json(out.path() / "ds_config_recommended.json");
   EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
   EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer")) << ds.dump();
+}
+
+// A configuration that fails is shown in the table with its status and the first line of its reason, and the
+// next configuration runs.
+TEST(ComparisonPrograms, AFailedConfigurationSaysWhyInTheTable) {
+  TempDir out;
+  const ProgramResult r =
+      run_job("zero_bench", kTiny + " --stages 0 1 --inject-failure 0:1:2 --output-dir " + out.path().string(), 1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["status"], "error");
+  const std::string why = "error: a failure injected for tests on rank 0 at step 2";
+  EXPECT_EQ(records[0]["recommendation"], why);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("stage 0 +\\|.*\\| error +\\| " + why))) << r.output;
+  EXPECT_EQ(records[1]["status"], "ok") << records[1]["error"];
 }
 
 // One rank fails alone in the middle of a step (--inject-failure) while the other waits in the step's
