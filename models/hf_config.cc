@@ -110,7 +110,9 @@ TransformerConfig from_llama(const Fields& f) {
   c.n_head = f.required<int64_t>("num_attention_heads");
   c.n_kv_head = f.optional<int64_t>("num_key_value_heads", c.n_head);
   c.d_model = f.required<int64_t>("hidden_size");
-  c.head_dim = f.optional<int64_t>("head_dim", c.n_head > 0 ? c.d_model / c.n_head : 0);
+  // Without an explicit head_dim the heads split the width: a width they do not divide is a mistake in the
+  // config (the remainder would silently drop out of the attention), not a model.
+  c.head_dim = f.has("head_dim") ? f.required<int64_t>("head_dim") : even_head_dim(c.d_model, c.n_head);
   c.d_ff = f.required<int64_t>("intermediate_size");
   c.vocab_size = f.required<int64_t>("vocab_size");
   c.max_seq_len = f.optional<int64_t>("max_position_embeddings", 2048);

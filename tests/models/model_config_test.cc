@@ -136,7 +136,7 @@ TEST_F(HfConfigFiles, MalformedOrUnsupportedFilesAreClearErrors) {
   EXPECT_NE(message_of(R"({"model_type": "gpt2", "n_layer": "twelve", "n_head": 12, "n_embd": 768, "vocab_size": 5})")
                 .find("must be an integer"),
             std::string::npos);
-  EXPECT_NE(message_of(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+  EXPECT_NE(message_of(R"({"model_type": "llama", "hidden_size": 96, "intermediate_size": 128, "num_hidden_layers": 2,
       "num_attention_heads": 6, "num_key_value_heads": 4, "vocab_size": 256})")
                 .find("multiple of key/value heads"),
             std::string::npos);
@@ -146,6 +146,12 @@ TEST_F(HfConfigFiles, MalformedOrUnsupportedFilesAreClearErrors) {
       "high_freq_factor": 4, "original_max_position_embeddings": 32}})").find("llama3 rope scaling needs"),
             std::string::npos);
   EXPECT_NE(message_of("{" + llama + R"(, "rope_scaling": "yes"})").find("must be an object"), std::string::npos);
+  // Without head_dim the heads must split the width; with it, attention may be narrower or wider than the width.
+  EXPECT_NE(message_of("{" + llama + R"(, "hidden_size": 100, "num_attention_heads": 6})")
+                .find("the width 100 does not split evenly over 6 heads"),
+            std::string::npos);
+  EXPECT_EQ(message_of("{" + llama + R"(, "hidden_size": 100, "num_attention_heads": 6, "head_dim": 16})"),
+            "no error");
   EXPECT_NE(message_of("{" + llama + R"(, "vocab_size": 9223372036854775807})").find("vocabulary size"),
             std::string::npos);
   const std::string gpt2 = R"("model_type": "gpt2", "n_layer": 2, "n_head": 6, "vocab_size": 256)";
