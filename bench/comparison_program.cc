@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <optional>
 #include <cstdio>
 
 #include "bench/comparison_output.h"
@@ -52,7 +53,14 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   ComparisonPlan plan = plan_comparison(flags, vm, kind);
   plan.settings.device = device_for_rank(plan.settings.device, world);
   for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
-  if (!plan.baseline.empty()) find_regressions({}, plan.baseline, plan.max_regression);  // readable, an array
+  // A baseline is read and checked before any work: readable, results, and sharing a configuration with the run.
+  std::optional<Baseline> baseline;
+  if (!plan.baseline.empty()) {
+    baseline.emplace(plan.baseline);
+    std::vector<std::string> planned;
+    for (const TrainingOptions& options : plan.configurations) planned.push_back(configuration_key(options, world.size()));
+    baseline->require_shared(planned);
+  }
   const bool printer = world.rank() == 0;
   stop_gracefully_on_interrupt(&interrupt_requested);
 
@@ -115,11 +123,13 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
       if (!caveat.empty()) std::printf("note: %s\n", caveat.c_str());
     }
     if (interrupted) std::printf("interrupted: %zu of %d configuration(s) finished\n", records.size(), count);
-    if (!plan.baseline.empty()) {
-      const std::vector<std::string> regressions = find_regressions(records, plan.baseline, plan.max_regression);
-      for (const std::string& line : regressions) std::printf("REGRESSION: %s\n", line.c_str());
-      if (regressions.empty()) std::printf("no regression against %s\n", plan.baseline.c_str());
-      if (!regressions.empty() && exit_code == 0) exit_code = 1;
+    if (baseline) {
+      const Baseline::Report report = baseline->compare(records, plan.max_regression);
+      for (const std::string& key : report.only_now) std::printf("not in the baseline (not compared): %s\n", key.c_str());
+      for (const std::string& key : report.only_baseline) std::printf("in the baseline only: %s\n", key.c_str());
+      for (const std::string& line : report.regressions) std::printf("REGRESSION: %s\n", line.c_str());
+      if (report.regressions.empty()) std::printf("no regression against %s\n", plan.baseline.c_str());
+      if (!report.regressions.empty() && exit_code == 0) exit_code = 1;
     }
     std::fflush(stdout);
   }

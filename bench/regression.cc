@@ -1,8 +1,10 @@
 #include "bench/regression.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
+#include "core/dtype.h"
 #include "core/errors.h"
 #include "core/strings.h"
 
@@ -12,12 +14,15 @@ namespace {
 
 using Json = nlohmann::json;
 
-// What identifies a configuration across runs.
+// The fields a baseline record must hold: its identity, its outcome and what is compared.
+constexpr const char* kIdentity[] = {"model", "stage", "strategy", "world_size", "batch_size", "seq_length",
+                                     "grad_accum", "dtype", "status"};
+constexpr const char* kCompared[] = {"throughput_tokens_per_sec", "gpu_peak_gb"};
+
 std::string key_of(const Json& j) {
-  return cat(j.value("model", ""), " stage ", j.value("stage", -1), " ", j.value("strategy", ""), " world ",
-             j.value("world_size", 0), " batch ", j.value("batch_size", int64_t(0)), " seq ",
-             j.value("seq_length", int64_t(0)), " accum ", j.value("grad_accum", int64_t(0)), " ",
-             j.value("dtype", ""));
+  return configuration_key(j.value("model", ""), j.value("stage", -1), j.value("strategy", ""),
+                           j.value("world_size", 0), j.value("batch_size", int64_t(0)),
+                           j.value("seq_length", int64_t(0)), j.value("grad_accum", int64_t(0)), j.value("dtype", ""));
 }
 
 std::optional<double> number(const Json& j, const char* key) {
@@ -33,48 +38,95 @@ std::string fixed(double value) {
 
 }  // namespace
 
-std::vector<std::string> find_regressions(const std::vector<BenchRecord>& current, const std::string& baseline_path,
-                                          double max_regression_percent) {
-  Json baseline;
+std::string configuration_key(const std::string& model, int stage, const std::string& strategy, int world,
+                              int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype) {
+  return cat(model, " stage ", stage, " ", strategy, " world ", world, " batch ", batch, " seq ", seq, " accum ",
+             grad_accum, " ", dtype);
+}
+
+std::string configuration_key(const TrainingOptions& o, int world) {
+  return configuration_key(o.model.name, o.zero.stage, offload_spec_name(o.offload, o.offload_ratio), world, o.batch,
+                           o.seq, o.grad_accum, std::string(dtype_name(o.dtype)));
+}
+
+Baseline::Baseline(const std::string& path) : path_(path) {
   try {
-    std::ifstream in(baseline_path);
+    std::ifstream in(path);
     if (!in) throw UsageError("cannot be read");
-    baseline = Json::parse(in);
+    records_ = Json::parse(in);
   } catch (const Json::exception& e) {
-    throw UsageError(cat("--baseline ", baseline_path, ": not JSON: ", e.what()));
+    throw UsageError(cat("--baseline ", path, ": not JSON: ", e.what()));
   } catch (const UsageError& e) {
-    throw UsageError(cat("--baseline ", baseline_path, ": ", e.what()));
+    throw UsageError(cat("--baseline ", path, ": ", e.what()));
   }
-  if (!baseline.is_array()) throw UsageError(cat("--baseline ", baseline_path, ": not an array of results"));
-  const double allowed = max_regression_percent / 100.0;
+  if (!records_.is_array()) throw UsageError(cat("--baseline ", path, ": not an array of results"));
+  if (records_.empty()) throw UsageError(cat("--baseline ", path, ": holds no results (an empty array)"));
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const Json& r = records_[i];
+    if (!r.is_object()) throw UsageError(cat("--baseline ", path, ": result ", i + 1, " is not an object"));
+    std::vector<std::string> missing;
+    for (const char* field : kIdentity)
+      if (!r.contains(field)) missing.emplace_back(field);
+    for (const char* field : kCompared)
+      if (!r.contains(field)) missing.emplace_back(field);
+    if (!missing.empty()) {
+      throw UsageError(cat("--baseline ", path, ": result ", i + 1, " lacks ", join(missing, ", "),
+                           " (not a zero_bench or offload_bench results file?)"));
+    }
+  }
+}
+
+std::vector<std::string> Baseline::keys() const {
   std::vector<std::string> out;
+  for (const Json& r : records_) out.push_back(key_of(r));
+  return out;
+}
+
+void Baseline::require_shared(const std::vector<std::string>& planned) const {
+  const std::vector<std::string> known = keys();
+  for (const std::string& key : planned)
+    if (std::find(known.begin(), known.end(), key) != known.end()) return;
+  throw UsageError(cat("--baseline ", path_, ": shares no configuration with this run, so nothing could be compared; ",
+                       "this run: ", join(planned, "; "), "; the baseline: ", join(known, "; ")));
+}
+
+Baseline::Report Baseline::compare(const std::vector<BenchRecord>& current, double max_regression_percent) const {
+  const double allowed = max_regression_percent / 100.0;
+  Report report;
+  std::vector<std::string> seen;
   for (const BenchRecord& record : current) {
     const Json now = Json::parse(to_json(record).dump());
     const std::string key = key_of(now);
-    for (const Json& then : baseline) {
-      if (!then.is_object() || key_of(then) != key) continue;
-      const bool was_ok = then.value("status", "") == "ok";
-      if (was_ok && !record.ok()) {
-        out.push_back(
-            cat(key, ": status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
-        continue;
-      }
-      const auto old_rate = number(then, "throughput_tokens_per_sec"), new_rate = record.throughput_tokens_per_sec;
-      if (old_rate && new_rate && *new_rate < *old_rate * (1 - allowed)) {
-        out.push_back(cat(key, ": throughput ", fixed(*new_rate), " tokens/s, ",
-                          fixed(100 * (1 - *new_rate / *old_rate)), "% below the baseline's ", fixed(*old_rate),
-                          " (allowed: ", max_regression_percent, "%)"));
-      }
-      const auto old_peak = number(then, "gpu_peak_gb"), new_peak = record.gpu_peak_gb;
-      if (old_peak && new_peak && *old_peak > 0 && *new_peak > *old_peak * (1 + allowed)) {
-        out.push_back(cat(key, ": GPU peak memory ", fixed(*new_peak), " GB, ",
-                          fixed(100 * (*new_peak / *old_peak - 1)), "% above the baseline's ", fixed(*old_peak),
-                          " GB (allowed: ", max_regression_percent, "%)"));
-      }
-      break;
+    seen.push_back(key);
+    const auto then_it =
+        std::find_if(records_.begin(), records_.end(), [&](const Json& then) { return key_of(then) == key; });
+    if (then_it == records_.end()) {
+      report.only_now.push_back(key);
+      continue;
+    }
+    const Json& then = *then_it;
+    const bool was_ok = then.value("status", "") == "ok";
+    if (was_ok && !record.ok()) {
+      report.regressions.push_back(
+          cat(key, ": status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
+      continue;
+    }
+    const auto old_rate = number(then, "throughput_tokens_per_sec"), new_rate = record.throughput_tokens_per_sec;
+    if (old_rate && new_rate && *new_rate < *old_rate * (1 - allowed)) {
+      report.regressions.push_back(cat(key, ": throughput ", fixed(*new_rate), " tokens/s, ",
+                                       fixed(100 * (1 - *new_rate / *old_rate)), "% below the baseline's ",
+                                       fixed(*old_rate), " (allowed: ", max_regression_percent, "%)"));
+    }
+    const auto old_peak = number(then, "gpu_peak_gb"), new_peak = record.gpu_peak_gb;
+    if (old_peak && new_peak && *old_peak > 0 && *new_peak > *old_peak * (1 + allowed)) {
+      report.regressions.push_back(cat(key, ": GPU peak memory ", fixed(*new_peak), " GB, ",
+                                       fixed(100 * (*new_peak / *old_peak - 1)), "% above the baseline's ",
+                                       fixed(*old_peak), " GB (allowed: ", max_regression_percent, "%)"));
     }
   }
-  return out;
+  for (const std::string& key : keys())
+    if (std::find(seen.begin(), seen.end(), key) == seen.end()) report.only_baseline.push_back(key);
+  return report;
 }
 
 }  // namespace zb

@@ -417,6 +417,42 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
   EXPECT_NE(fail.output.find("REGRESSION: gpt2-tiny stage 1 none world 2"), std::string::npos) << fail.output;
   EXPECT_NE(fail.output.find("throughput"), std::string::npos) << fail.output;
   EXPECT_NE(fail.output.find("GPU peak memory"), std::string::npos) << fail.output;
+
+  // A configuration on one side only is listed, not silently skipped.
+  const ProgramResult partly = run_job("zero_bench", kTimed + " --stages 0 1 --output-dir " + again.path().string() +
+                                                         " --baseline " + baseline.string() + " --max-regression 95");
+  EXPECT_EQ(partly.exit_code, 0) << partly.output;
+  EXPECT_NE(partly.output.find("not in the baseline (not compared): gpt2-tiny stage 0 none world 2"), std::string::npos)
+      << partly.output;
+}
+
+// A baseline that cannot be compared with the run is refused before any work (exit 2), not taken as "no
+// regression": an empty array, records that are not results, or results of other configurations only.
+TEST(ComparisonPrograms, ABaselineThatCannotBeComparedIsRefused) {
+  TempDir dir;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const fs::path path = dir.path() / name;
+    std::ofstream(path) << text;
+    return path.string();
+  };
+  Json other = Json::array();
+  other.push_back({{"model", "gpt2-xl"}, {"stage", 1}, {"strategy", "none"}, {"world_size", 2}, {"batch_size", 2},
+                   {"seq_length", 32}, {"grad_accum", 1}, {"dtype", "fp32"}, {"status", "ok"},
+                   {"throughput_tokens_per_sec", 1000.0}, {"gpu_peak_gb", 1.0}});
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {write("empty.json", "[]"), "holds no results"},
+      {write("fields.json", R"([{"model": "gpt2-tiny", "stage": 1}])"), "result 1 lacks strategy, world_size"},
+      {write("other.json", other.dump()), "shares no configuration with this run"},
+  };
+  for (const auto& [baseline, expected] : cases) {
+    const fs::path results = dir.path() / "results";
+    const ProgramResult r =
+        run_job("zero_bench", kTiny + " --stages 1 --baseline " + baseline + " --output-dir " + results.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--baseline " + baseline + ": "), std::string::npos) << "names the flag: " << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+    EXPECT_TRUE(!fs::exists(results) || fs::is_empty(results)) << "nothing written before the input is refused";
+  }
 }
 
 // Ctrl-C: the configuration in progress stops at its next step, what had finished is written (a valid results
