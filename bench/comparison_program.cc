@@ -53,6 +53,16 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   ComparisonPlan plan = plan_comparison(flags, vm, kind);
   plan.settings.device = device_for_rank(plan.settings.device, world);
   for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
+  // Token files are checked as train checks them (they match, their headers, lengths and first file's ids),
+  // before any configuration runs: a bad file named on the command line is bad input, not a failed run. Every
+  // configuration reads the same files with the same shape.
+  if (!plan.settings.data_glob.empty()) {
+    TrainingRun data_check;
+    data_check.options = plan.configurations.front();
+    data_check.data_glob = plan.settings.data_glob;
+    data_check.data_format = plan.settings.data_format;
+    make_token_source(data_check, world.rank(), world.size());
+  }
   // A baseline is read and checked before any work: readable, results, and sharing a configuration with the run.
   std::optional<Baseline> baseline;
   if (!plan.baseline.empty()) {

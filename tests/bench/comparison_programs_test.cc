@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -16,6 +17,7 @@
 
 #include "support/run_program.h"
 #include "support/temp_dir.h"
+#include "support/token_files.h"
 
 namespace zb::test {
 namespace {
@@ -634,6 +636,42 @@ TEST(ComparisonPrograms, TheDefaultSequenceFitsTheModel) {
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["seq_length"], 64) << "gpt2-tiny's maximum";
+}
+
+// --data is checked as train checks it, before any configuration runs: each bad file exits 2 with the reason
+// and writes nothing, where it was once recorded as an `error` in every configuration.
+TEST(ComparisonPrograms, BadTokenFilesAreRefusedBeforeAnyConfiguration) {
+  TempDir dir;
+  std::vector<uint16_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = uint16_t(i * 7 % 256);  // below gpt2-tiny's 256
+  std::vector<uint16_t> outside = ids;
+  outside[500] = 300;
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> write;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"missing", [](const std::string&) {}, "--data: no file matches"},
+      {"magic", [&](const std::string& p) { test::write_shard(p, ids, 12345); }, "magic"},
+      {"truncated", [&](const std::string& p) { test::write_shard(p, ids, 20240520, 1, 5000); }, "truncated"},
+      {"vocabulary", [&](const std::string& p) { test::write_shard(p, outside, 20240520, 1); }, "300"},
+      {"short", [&](const std::string& p) { test::write_shard(p, std::vector<uint16_t>(40, 1)); }, "fewer than"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path folder = dir.path() / c.name, results = folder / "results";
+    fs::create_directories(folder);
+    c.write((folder / "shard_000.bin").string());
+    for (const char* program : {"zero_bench", "offload_bench"}) {
+      const ProgramResult r = run_job(program, kTiny + " --data '" + (folder / "shard_*.bin").string() +
+                                                   "' --output-dir " + results.string());
+      EXPECT_EQ(r.exit_code, 2) << program << ": " << r.output;
+      EXPECT_NE(r.output.find("--data"), std::string::npos) << program << ": " << r.output;
+      EXPECT_NE(r.output.find(c.expected), std::string::npos) << program << ": " << r.output;
+      EXPECT_TRUE(!fs::exists(results) || fs::is_empty(results)) << program << ": nothing written";
+    }
+  }
 }
 
 TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
