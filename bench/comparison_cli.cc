@@ -42,7 +42,9 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("repeat", po::value(&f.repeat)->default_value(f.repeat),
      "runs of each configuration (mean and standard deviation over them)")
     ("output-dir", po::value(&f.output_dir)->default_value(f.output_dir),
-     "folder of the results (JSON, CSV, chart, ds_config_recommended.json); created if missing")
+     "folder of the results, each file named after the run: <kind>_comparison_<UTC time>[_N].json, .csv and "
+     ".svg, and the recommended configuration as a DeepSpeed config, ds_config_<kind>_comparison_<UTC time>[_N]"
+     ".json; created if missing")
     ("gpu-hour-usd", po::value(&f.gpu_hour_usd)->default_value(f.gpu_hour_usd, "none"),
      "price of one GPU-hour: adds the cost per 1,000 samples")
     ("data", po::value(&t.data)->default_value(t.data, "synthetic"), "token files (a quoted glob)")

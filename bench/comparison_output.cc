@@ -1,6 +1,10 @@
 #include "bench/comparison_output.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -83,8 +87,22 @@ std::string gb(const std::optional<double>& value) {
 
 }  // namespace
 
-std::string comparison_base_path(const std::string& output_dir, const std::string& stem) {
-  return cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
+std::string reserve_comparison_base(const std::string& output_dir, const std::string& stem) {
+  const std::string stamped = cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
+  for (int attempt = 1; attempt <= 1000; ++attempt) {
+    const std::string base = attempt == 1 ? stamped : cat(stamped, "_", attempt);
+    // Created only if absent (O_EXCL): of two runs that start in the same second, one gets each name.
+    const int fd = ::open((base + ".json").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      throw IoError(cat("cannot create ", base, ".json: ", std::strerror(errno)));
+    }
+    const bool written = ::write(fd, "[]\n", 3) == 3;  // a valid, empty results file until the first write
+    ::close(fd);
+    if (!written) throw IoError(cat("cannot write ", base, ".json"));
+    return base;
+  }
+  throw IoError(cat("cannot find a free name for ", stamped, ".json in ", output_dir));
 }
 
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,
@@ -103,7 +121,8 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
   const bool on_gpu = records.empty() || records.front().environment.gpu_name != "CPU";
   write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0), on_gpu));
   if (recommended) {
-    files.recommended_config = (std::filesystem::path(base).parent_path() / "ds_config_recommended.json").string();
+    const std::filesystem::path path(base);
+    files.recommended_config = (path.parent_path() / ("ds_config_" + path.filename().string() + ".json")).string();
     write_file_atomically(files.recommended_config,
                           deepspeed_config_json(deepspeed_settings(*recommended)).dump(2) + "\n");
   }

@@ -1,5 +1,5 @@
 // What a comparison leaves in --output-dir and on the console: the results as JSON (an array of records)
-// and CSV, a chart of throughput and GPU peak memory, ds_config_recommended.json (a DeepSpeed config of the
+// and CSV, a chart of throughput and GPU peak memory, ds_config_<base name>.json (a DeepSpeed config of the
 // recommended configuration), each written atomically (a temporary file, then a rename, so that no partial
 // file is ever left behind), and the summary table.
 #pragma once
@@ -20,11 +20,15 @@ struct ComparisonFiles {
   std::string json, csv, chart, recommended_config;  // paths written (recommended_config: empty without one)
 };
 
-// The files' common path: output_dir/stem_<UTC timestamp, to the second> (stem: "zero_comparison" or
-// "offload_comparison"); decided once per run, so that rewriting after each configuration replaces them.
-std::string comparison_base_path(const std::string& output_dir, const std::string& stem);
-// base + .json, .csv and .svg, and ds_config_recommended.json beside them when `recommended` (the optimal
-// configuration's options) is given.
+// The files' common path, output_dir/stem_<UTC timestamp, to the second> (stem: "zero_comparison" or
+// "offload_comparison"), with _2, _3, ... where a run has that name already: the name is claimed by creating
+// <base>.json (holding an empty array) only if it does not exist, so two runs never share one, even when they
+// start in the same second. Called once per run (by the rank that writes); rewriting after each configuration
+// replaces the run's own files. Throws IoError when the folder cannot be written.
+std::string reserve_comparison_base(const std::string& output_dir, const std::string& stem);
+// base + .json, .csv and .svg, and ds_config_<base's file name>.json beside them when `recommended` (the
+// optimal configuration's options) is given: every file of a run carries its name, so no run's file is left to
+// pass for another's.
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb);

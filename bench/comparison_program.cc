@@ -92,8 +92,10 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   std::vector<BenchRecord> records;
   std::vector<const TrainingOptions*> options_of;
   // Written (rank 0) after every configuration, so that a job that has to end loses nothing that finished.
-  const std::string base = comparison_base_path(
-      plan.output_dir, kind == ComparisonKind::zero_stages ? "zero_comparison" : "offload_comparison");
+  const std::string base =
+      printer ? reserve_comparison_base(plan.output_dir,
+                                        kind == ComparisonKind::zero_stages ? "zero_comparison" : "offload_comparison")
+              : std::string();
   auto write_results = [&] {
     const std::optional<size_t> best = recommend(records, capacity);
     return write_comparison(base, plan.title, records, best ? options_of[*best] : nullptr, capacity);

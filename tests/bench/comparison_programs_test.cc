@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "support/run_program.h"
 #include "support/temp_dir.h"
@@ -276,7 +277,7 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
   EXPECT_EQ(chart.rfind("<svg", 0), 0u);
   EXPECT_NE(chart.find("device peak memory"), std::string::npos);
   EXPECT_EQ(chart.find("GPU"), std::string::npos) << "the CPU backend has no GPU";
-  const Json ds = read_json(out.path() / "ds_config_recommended.json");
+  const Json ds = read_json(only_file(out.path(), "ds_config_zero_comparison_", ".json"));
   EXPECT_EQ(ds["zero_optimization"]["stage"], optimal);
   EXPECT_EQ(ds["train_micro_batch_size_per_gpu"], 2);
   for (const auto& entry : fs::directory_iterator(out.path()))
@@ -483,7 +484,7 @@ TEST(ComparisonPrograms, ARecommendationDeepSpeedCannotExpressIsNoted) {
       run_job("zero_bench", kTiny + " --stages 0 --offload cpu_optimizer --output-dir " + out.path().string(), 1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("note: DeepSpeed offloads nothing in stage 0"), std::string::npos) << r.output;
-  const Json ds = read_json(out.path() / "ds_config_recommended.json");
+  const Json ds = read_json(only_file(out.path(), "ds_config_zero_comparison_", ".json"));
   EXPECT_EQ(ds["zero_optimization"]["stage"], 0);
   EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer")) << ds.dump();
 }
@@ -674,6 +675,40 @@ TEST(ComparisonPrograms, BadTokenFilesAreRefusedBeforeAnyConfiguration) {
   }
 }
 
+// Two runs into one --output-dir, started together (so, most often, in the same second), keep their own files:
+// each name is claimed before it is written, and the recommended DeepSpeed config carries its run's name.
+TEST(ComparisonPrograms, TwoRunsIntoOneFolderKeepTheirOwnFiles) {
+  TempDir out;
+  const std::string one = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
+                          ZB_MPIEXEC + " -np 1 " + ZB_BINARY_DIR + "/zero_bench " + kTiny +
+                          " --output-dir " + out.path().string();
+  const ProgramResult r = run_command("(" + one + " --stages 0 > /dev/null 2>&1 &); " + one + " --stages 1; wait");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int waited = 0; waited < 600; ++waited) {  // the first run's files, written by a process not waited for
+    size_t configs = 0;
+    for (const auto& entry : fs::directory_iterator(out.path()))
+      configs += entry.path().filename().string().rfind("ds_config_", 0) == 0;
+    if (configs == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::set<int> stages;
+  size_t results = 0, configs = 0;
+  for (const auto& entry : fs::directory_iterator(out.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("zero_comparison_", 0) == 0 && entry.path().extension() == ".json") {
+      const Json records = read_json(entry.path());
+      ASSERT_EQ(records.size(), 1u) << name;
+      stages.insert(records[0]["stage"].get<int>());
+      ++results;
+      EXPECT_TRUE(fs::exists(out.path() / ("ds_config_" + entry.path().stem().string() + ".json"))) << name;
+    }
+    configs += name.rfind("ds_config_", 0) == 0;
+  }
+  EXPECT_EQ(results, 2u);
+  EXPECT_EQ(configs, 2u);
+  EXPECT_EQ(stages, (std::set<int>{0, 1})) << "each file holds its own run";
+}
+
 TEST(ComparisonPrograms, AnOutputFolderThatCannotBeWrittenIsRefused) {
   TempDir out;
   const fs::path file = out.path() / "a-file";
@@ -705,7 +740,7 @@ TEST(ComparisonPrograms, ADeepSpeedConfigSetsTheRun) {
   EXPECT_EQ(records[0]["stage"], 2);
   EXPECT_EQ(records[0]["batch_size"], 3);
   EXPECT_EQ(records[0]["grad_accum"], 2);
-  const Json ds = read_json(out.path() / "results" / "ds_config_recommended.json");
+  const Json ds = read_json(only_file(out.path() / "results", "ds_config_", ".json"));
   EXPECT_EQ(ds["zero_optimization"]["reduce_bucket_size"], 50000);
   EXPECT_EQ(ds["gradient_clipping"], 0.5);
 }
@@ -731,7 +766,7 @@ TEST(ComparisonPrograms, ADeepSpeedConfigsOffloadRatioGoesWithItsOptimizerOffloa
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["strategy"], "cpu_optimizer:0.5");
   EXPECT_EQ(
-      read_json(out.path() / "a" / "ds_config_recommended.json")["zero_optimization"]["offload_optimizer"]["ratio"],
+      read_json(only_file(out.path() / "a", "ds_config_", ".json"))["zero_optimization"]["offload_optimizer"]["ratio"],
       0.5);
   const ProgramResult none = run_job("zero_bench", common + (out.path() / "b").string() + " --offload none");
   ASSERT_EQ(none.exit_code, 0) << none.output;
