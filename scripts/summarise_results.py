@@ -14,7 +14,8 @@ import sys
 def files(arguments):
     for a in arguments:
         if os.path.isdir(a):
-            yield from sorted(glob.glob(os.path.join(a, "**", "*_comparison_*.json"), recursive=True))
+            yield from sorted(p for p in glob.glob(os.path.join(a, "**", "*_comparison_*.json"), recursive=True)
+                              if not os.path.basename(p).startswith("ds_config_"))
             yield from sorted(glob.glob(os.path.join(a, "**", "torch_*.json"), recursive=True))
         else:
             yield a
