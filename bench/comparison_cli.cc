@@ -108,7 +108,7 @@ std::string strategy_of(const DeepSpeedConfig& ds) {
 
 // The config's values where the command line left the default.
 void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& vm, ComparisonFlags& f,
-                            ComparisonKind kind) {
+                            ComparisonKind kind, int world) {
   TrainingFlags& t = f.training;
   if (ds.stage) {
     if (kind == ComparisonKind::zero_stages && !given(vm, "stages")) f.stages = {*ds.stage};
@@ -130,8 +130,10 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
       offloads_optimizer(strategy_of(ds)))
     f.config_strategy = offload_spec_name(parse_offload_strategy(strategy_of(ds)), *ds.offload_ratio);
   if (ds.nvme_path && !given(vm, "nvme-path")) t.nvme_path = *ds.nvme_path;
-  if (ds.micro_batch && !given(vm, "batch-size")) t.batch_size = *ds.micro_batch;
-  if (ds.grad_accum && !given(vm, "grad-accum")) t.grad_accum = *ds.grad_accum;
+  if (const std::optional<DeepSpeedBatch> batch = deepspeed_batch(ds, world, cat("--config ", f.config))) {
+    if (!given(vm, "batch-size")) t.batch_size = batch->micro_batch;
+    if (!given(vm, "grad-accum")) t.grad_accum = batch->grad_accum;
+  }
   if (ds.precision && !given(vm, "dtype")) {
     if (*ds.precision == "fp16") {
       throw UsageError(cat("--config ", f.config, ": fp16 is not supported; the engine trains in bf16 or fp32"));
@@ -225,9 +227,9 @@ std::vector<StrategySpec> strategies_of(const ComparisonFlags& f) {
 
 }  // namespace
 
-ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, ComparisonKind kind) {
+ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, ComparisonKind kind, int world) {
   const char* program = kind == ComparisonKind::zero_stages ? "zero_bench" : "offload_bench";
-  if (!f.config.empty()) apply_deepspeed_config(read_deepspeed_config(f.config), vm, f, kind);
+  if (!f.config.empty()) apply_deepspeed_config(read_deepspeed_config(f.config), vm, f, kind, world);
   TrainingFlags& t = f.training;
   // The GPU is the default; without one, say so and show the CPU form instead of silently using the CPU.
   if (t.device.empty()) {

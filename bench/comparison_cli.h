@@ -48,8 +48,9 @@ struct ComparisonPlan {
 };
 
 // Validates everything (the output folder is created and must be writable) before any training.
-// `given` tells which flags were on the command line: a --config value replaces only defaults.
+// `given` tells which flags were on the command line: a --config value replaces only defaults. `world`: the
+// job's ranks (GPUs), by which a --config's global batch becomes a micro-batch and accumulation.
 ComparisonPlan plan_comparison(ComparisonFlags flags, const boost::program_options::variables_map& given,
-                               ComparisonKind kind);
+                               ComparisonKind kind, int world);
 
 }  // namespace zb

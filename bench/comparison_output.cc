@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -47,6 +48,15 @@ double as_decimal(float value) {
   return std::strtod(text, nullptr);
 }
 
+std::string gb(const std::optional<double>& value) {
+  if (!value) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GB", *value);
+  return text;
+}
+
+}  // namespace
+
 // The DeepSpeed settings of one of our configurations.
 DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   DeepSpeedConfig ds;
@@ -55,7 +65,9 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   ds.offload_optimizer = o.offload == OffloadStrategy::none ? "none" : nvme ? "nvme" : "cpu";
   ds.offload_param = o.offload == OffloadStrategy::cpu_full ? "cpu" : "none";
   if (nvme) ds.nvme_path = o.nvme_path;
-  if (o.offload_ratio < 1) ds.offload_ratio = o.offload_ratio;
+  // DeepSpeed refuses a partial optimizer offload below stage 3: there the nearest config it takes offloads all
+  // of it (deepspeed_caveat says so).
+  if (o.offload_ratio < 1 && o.zero.stage == 3) ds.offload_ratio = o.offload_ratio;
   ds.micro_batch = o.batch;
   ds.grad_accum = o.grad_accum;
   ds.precision = o.dtype == DType::bf16 ? "bf16" : "fp32";
@@ -77,15 +89,6 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   ds.weight_decay = as_decimal(o.optimizer.weight_decay);
   return ds;
 }
-
-std::string gb(const std::optional<double>& value) {
-  if (!value) return "-";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g GB", *value);
-  return text;
-}
-
-}  // namespace
 
 std::string reserve_comparison_base(const std::string& output_dir, const std::string& stem) {
   const std::string stamped = cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
@@ -137,8 +140,9 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
     return "DeepSpeed offloads parameters only in stage 3: the config offloads the optimizer alone";
   }
   if (o.offload_ratio < 1 && o.zero.stage < 3) {
-    return "DeepSpeed applies offload_optimizer.ratio in stage 3 only: below it, DeepSpeed offloads all the "
-           "optimizer state";
+    return cat("DeepSpeed offloads a part of the optimizer state in stage 3 only (\"Partial offloading only supported "
+               "for ZeRO Stage 3\"): the config offloads all of it, where this run kept ",
+               int(std::lround(100 * (1 - o.offload_ratio))), "% on the GPU; stage 3 takes the ratio");
   }
   return "";
 }

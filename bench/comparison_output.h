@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/bench_record.h"
+#include "bench/deepspeed_config.h"
 #include "engine/trainer.h"
 
 namespace zb {
@@ -32,6 +33,10 @@ std::string reserve_comparison_base(const std::string& output_dir, const std::st
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb);
+
+// One of our configurations as DeepSpeed settings (deepspeed_config_json writes them): the nearest DeepSpeed
+// takes where it cannot express the configuration (deepspeed_caveat says what differs).
+DeepSpeedConfig deepspeed_settings(const TrainingOptions& options);
 
 // What DeepSpeed cannot express of a configuration, for a note beside ds_config_recommended.json (empty when
 // the config says all of it): optimizer offload in stage 0, parameter offload below stage 3.

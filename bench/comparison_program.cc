@@ -50,7 +50,7 @@ class ProgressLine {
 
 int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options::variables_map& vm,
             ComparisonKind kind) {
-  ComparisonPlan plan = plan_comparison(flags, vm, kind);
+  ComparisonPlan plan = plan_comparison(flags, vm, kind, world.size());
   plan.settings.device = device_for_rank(plan.settings.device, world);
   for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
   // Token files are checked as train checks them (they match, their headers, lengths and first file's ids),

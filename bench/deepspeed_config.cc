@@ -299,10 +299,7 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& json, const std::st
   c.micro_batch = r.positive(json, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu");
   c.grad_accum = r.positive(json, "gradient_accumulation_steps", "gradient_accumulation_steps");
   c.train_batch = r.positive(json, "train_batch_size", "train_batch_size");
-  if (c.train_batch && c.micro_batch && c.grad_accum && *c.train_batch % (*c.micro_batch * *c.grad_accum) != 0)
-    r.fail("train_batch_size",
-           cat("must be train_micro_batch_size_per_gpu * gradient_accumulation_steps * the GPU count, a multiple of ",
-               *c.micro_batch, " * ", *c.grad_accum, " = ", *c.micro_batch * *c.grad_accum, ", got ", *c.train_batch));
+  // (Whether they agree depends on the GPU count: deepspeed_batch, which the caller that knows it applies.)
   c.gradient_clipping = r.number(json, "gradient_clipping", "gradient_clipping", true);
   read_precision(r, json, c);
   read_zero(r, json, c);
@@ -347,6 +344,35 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   }
   if (!duplicate.empty()) throw UsageError(cat(source, ": ", duplicate, ": given twice in one object"));
   return parse_deepspeed_config(parsed, source);
+}
+
+std::optional<DeepSpeedBatch> deepspeed_batch(const DeepSpeedConfig& c, int world, const std::string& source) {
+  if (!c.train_batch && !c.micro_batch && !c.grad_accum) return std::nullopt;
+  const auto fail = [&](const std::string& what) {
+    throw UsageError(cat(source, ": train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps ",
+                         "must satisfy train_batch_size = micro-batch x accumulation x GPUs (", world, " here): ", what));
+  };
+  DeepSpeedBatch b;
+  if (c.train_batch && c.micro_batch && c.grad_accum) {
+    b = {*c.micro_batch, *c.grad_accum};
+    if (*c.train_batch != b.micro_batch * b.grad_accum * world)
+      fail(cat(*c.train_batch, " != ", b.micro_batch, " x ", b.grad_accum, " x ", world));
+  } else if (c.train_batch && c.micro_batch) {
+    if (*c.train_batch % (*c.micro_batch * world) != 0)
+      fail(cat("train_batch_size ", *c.train_batch, " is not a multiple of ", *c.micro_batch, " x ", world));
+    b = {*c.micro_batch, *c.train_batch / (*c.micro_batch * world)};
+  } else if (c.train_batch) {
+    const int64_t accum = c.grad_accum.value_or(1);
+    if (*c.train_batch % (accum * world) != 0)
+      fail(cat("train_batch_size ", *c.train_batch, " is not a multiple of ", accum, " x ", world));
+    b = {*c.train_batch / (accum * world), accum};
+  } else if (c.micro_batch) {
+    b = {*c.micro_batch, c.grad_accum.value_or(1)};
+  } else {
+    throw UsageError(cat(source, ": gradient_accumulation_steps alone: DeepSpeed needs train_batch_size or ",
+                         "train_micro_batch_size_per_gpu beside it"));
+  }
+  return b;
 }
 
 nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
@@ -399,6 +425,9 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
   // Only fields of DeepSpeedZeroConfig: it forbids any other key.
   json zero = json::object();
   if (c.stage) zero["stage"] = *c.stage;
+  require(!c.offload_ratio || *c.offload_ratio >= 1 || stage == 3,
+          cat("offload_optimizer.ratio ", c.offload_ratio.value_or(1), " at stage ", stage,
+              ": DeepSpeed offloads a part of the optimizer state in stage 3 only"));
   if (c.offload_optimizer && stage >= 1)
     zero["offload_optimizer"] = offload_json(*c.offload_optimizer, c.nvme_path, "offload_optimizer", c.offload_ratio);
   if (c.offload_param && stage == 3)

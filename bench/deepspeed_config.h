@@ -49,14 +49,24 @@ struct DeepSpeedConfig {
 // Reads `json`, a whole DeepSpeed config. Keys outside the settings above are ignored (configs carry many).
 // Throws UsageError, its message starting with `source` (e.g. "--config ds.json") and naming the key, for a
 // wrong type or value, for fp16 and bf16 both enabled, for an offload its stage cannot have (optimizer offload
-// below stage 1, parameter offload below stage 3), for "nvme" without nvme_path, and for a train_batch_size
-// that is no multiple of micro-batch times accumulation.
+// below stage 1, parameter offload below stage 3), and for "nvme" without nvme_path. (The batch sizes agree or
+// not according to the GPU count: deepspeed_batch.)
 DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& json, const std::string& source);
 
 // parse_deepspeed_config of the file at `path` (JSON; comments allowed, as DeepSpeed's hjson reader allows
 // them; a key twice in one object is refused, as DeepSpeed refuses it). An unreadable file or malformed
 // JSON is a UsageError naming the path.
 DeepSpeedConfig read_deepspeed_config(const std::string& path);
+
+// The micro-batch and accumulation a config asks for on `world` GPUs, as DeepSpeed derives them
+// (deepspeed/runtime/config.py): train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps *
+// world; given two, the third follows (accumulation 1 when only one is given); given all three they must agree.
+// nullopt when the config gives none of them. Throws UsageError naming the keys when they cannot agree on this
+// world size (a global batch that the GPUs and the other value do not divide, or three that disagree).
+struct DeepSpeedBatch {
+  int64_t micro_batch = 1, grad_accum = 1;
+};
+std::optional<DeepSpeedBatch> deepspeed_batch(const DeepSpeedConfig& config, int world, const std::string& source);
 
 // `config` as a DeepSpeed config that DeepSpeed accepts as it is: only keys DeepSpeed knows (its ZeRO section
 // forbids any other), integers where DeepSpeed wants integers, unset settings left out so DeepSpeed's
@@ -65,7 +75,8 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path);
 // micro_batch (with it, DeepSpeed derives the global batch itself and a stale one would fail its check).
 // Note that DeepSpeed's Adam and AdamW default to weight_decay 0, not torch's 0.01: set weight_decay to match
 // a run. Throws zb::Error for a config DeepSpeed would refuse: no micro_batch and no train_batch, "nvme"
-// without nvme_path, or a value outside the ones listed above.
+// without nvme_path, an offload ratio below 1 outside stage 3 (DeepSpeed: "Partial offloading only supported
+// for ZeRO Stage 3"), or a value outside the ones listed above.
 nlohmann::json deepspeed_config_json(const DeepSpeedConfig& config);
 
 }  // namespace zb

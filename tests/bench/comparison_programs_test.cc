@@ -745,6 +745,27 @@ TEST(ComparisonPrograms, ADeepSpeedConfigSetsTheRun) {
   EXPECT_EQ(ds["gradient_clipping"], 0.5);
 }
 
+// train_batch_size alone is the global batch: on 2 ranks, 8 samples are 4 a GPU; and a config whose batch
+// sizes disagree with the job's GPU count is refused before any work, as DeepSpeed refuses it.
+TEST(ComparisonPrograms, ADeepSpeedConfigsGlobalBatchIsSplitOverTheGpus) {
+  TempDir out;
+  const auto run_with = [&](const std::string& name, const std::string& config) {
+    std::ofstream(out.path() / name) << config;
+    return run_job("zero_bench", "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 "
+                                 "--stages 1 --config " + (out.path() / name).string() + " --output-dir " +
+                                     (out.path() / (name + ".results")).string());
+  };
+  const ProgramResult r = run_with("global.json", R"({"train_batch_size": 8})");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path() / "global.json.results", "zero_comparison_", ".json"));
+  EXPECT_EQ(records[0]["batch_size"], 4);
+  EXPECT_EQ(records[0]["grad_accum"], 1);
+  const ProgramResult bad = run_with(
+      "three.json", R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("8 != 2 x 4 x 2"), std::string::npos) << bad.output;
+}
+
 // A DeepSpeed config in `folder` that offloads half of the optimizer state to the CPU, and the flags of a
 // one-step tiny run with it, up to an --output-dir still to be named.
 std::string partial_offload_config_flags(const fs::path& folder) {
@@ -765,9 +786,12 @@ TEST(ComparisonPrograms, ADeepSpeedConfigsOffloadRatioGoesWithItsOptimizerOffloa
   const Json records = read_json(only_file(out.path() / "a", "zero_comparison_", ".json"));
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["strategy"], "cpu_optimizer:0.5");
-  EXPECT_EQ(
-      read_json(only_file(out.path() / "a", "ds_config_", ".json"))["zero_optimization"]["offload_optimizer"]["ratio"],
-      0.5);
+  // DeepSpeed takes a ratio in stage 3 only: the written config offloads all of it, and says so.
+  const Json written = read_json(only_file(out.path() / "a", "ds_config_", ".json"));
+  EXPECT_EQ(written["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+  EXPECT_FALSE(written["zero_optimization"]["offload_optimizer"].contains("ratio")) << written.dump();
+  EXPECT_NE(r.output.find("note: DeepSpeed offloads a part of the optimizer state in stage 3 only"), std::string::npos)
+      << r.output;
   const ProgramResult none = run_job("zero_bench", common + (out.path() / "b").string() + " --offload none");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(read_json(only_file(out.path() / "b", "zero_comparison_", ".json"))[0]["strategy"], "none");

@@ -11,72 +11,24 @@
 #include <string>
 
 #include "core/errors.h"
+#include "support/deepspeed_schema.h"
 #include "support/temp_dir.h"
 
 namespace zb {
 namespace {
 
 using nlohmann::json;
+using test::expect_keys_within;
+using test::kAioKeys;
+using test::kOffloadOptimizerKeys;
+using test::kOffloadParamKeys;
+using test::kTopLevelKeys;
+using test::kZeroKeys;
 
 const std::string kSource = "--config ds.json";
 
 DeepSpeedConfig parse(const std::string& text) {
   return parse_deepspeed_config(json::parse(text), kSource);
-}
-
-// The keys of DeepSpeed's ZeRO section, from DeepSpeedZeroConfig (deepspeed/runtime/zero/config.py, the
-// stage3_* names being the aliases it documents); its pydantic base forbids any other key.
-const std::set<std::string> kZeroKeys = {
-    "stage",
-    "contiguous_gradients",
-    "reduce_scatter",
-    "reduce_bucket_size",
-    "use_multi_rank_bucket_allreduce",
-    "allgather_partitions",
-    "allgather_bucket_size",
-    "overlap_comm",
-    "load_from_fp32_weights",
-    "elastic_checkpoint",
-    "offload_param",
-    "offload_optimizer",
-    "sub_group_size",
-    "stage3_prefetch_bucket_size",
-    "stage3_param_persistence_threshold",
-    "stage3_model_persistence_threshold",
-    "stage3_max_live_parameters",
-    "stage3_max_reuse_distance",
-    "stage3_gather_16bit_weights_on_model_save",
-    "ignore_unused_parameters",
-    "round_robin_gradients",
-    "zero_hpz_partition_size",
-    "zero_quantized_weights",
-    "zero_quantized_gradients",
-    "mics_shard_size",
-};
-// DeepSpeedZeroOffloadParamConfig and DeepSpeedZeroOffloadOptimizerConfig (offload_config.py).
-const std::set<std::string> kOffloadParamKeys = {"device",      "nvme_path",  "buffer_count",
-                                                 "buffer_size", "max_in_cpu", "pin_memory"};
-const std::set<std::string> kOffloadOptimizerKeys = {"device",        "nvme_path",      "buffer_count", "pin_memory",
-                                                     "pipeline_read", "pipeline_write", "fast_init",    "ratio"};
-// The aio section (deepspeed/runtime/swap_tensor/constants.py; thread_count before intra_op_parallelism).
-const std::set<std::string> kAioKeys = {
-    "block_size", "queue_depth", "intra_op_parallelism", "thread_count", "single_submit", "overlap_events", "use_gds"};
-// Top-level keys of deepspeed/runtime/constants.py that the writer may use.
-const std::set<std::string> kTopLevelKeys = {"train_batch_size",
-                                             "train_micro_batch_size_per_gpu",
-                                             "gradient_accumulation_steps",
-                                             "gradient_clipping",
-                                             "bf16",
-                                             "fp16",
-                                             "optimizer",
-                                             "zero_optimization",
-                                             "zero_allow_untested_optimizer",
-                                             "aio"};
-
-void expect_keys_within(const json& object, const std::set<std::string>& known, const std::string& where) {
-  ASSERT_TRUE(object.is_object()) << where << ": " << object.dump();
-  for (const auto& [key, value] : object.items())
-    EXPECT_TRUE(known.contains(key)) << where << " holds \"" << key << "\", which DeepSpeed does not know";
 }
 
 // Every field, one by one so that a failure names it; then the whole struct, which catches a field added
@@ -353,9 +305,6 @@ INSTANTIATE_TEST_SUITE_P(
                  "gradient_clipping: must be a non-negative number"},
         BadInput{"AioQueueDepthZero", R"({"aio": {"queue_depth": 0}})",
                  "aio.queue_depth: must be a positive integer, got 0"},
-        BadInput{"TrainBatchNotAMultiple",
-                 R"({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 4})",
-                 "train_batch_size: must be"},
         BadInput{"NotAnObject", R"([1, 2])", "must be a JSON object"}),
     [](const testing::TestParamInfo<BadInput>& param_info) { return param_info.param.name; });
 
@@ -496,14 +445,19 @@ TEST(DeepSpeedConfigWrite, IntegersWhereDeepSpeedWantsThem) {
 
 TEST(DeepSpeedConfigWrite, LeavesOutWhatTheStageCannotUse) {
   DeepSpeedConfig c = full_stage3();
+  EXPECT_EQ(deepspeed_config_json(c).at("zero_optimization").at("offload_optimizer").at("ratio"), 0.75);
   c.stage = 2;
+  // DeepSpeed refuses a partial optimizer offload below stage 3 ("Partial offloading only supported for ZeRO
+  // Stage 3"): the writer refuses to write one.
+  EXPECT_THROW(deepspeed_config_json(c), Error);
+  c.offload_ratio.reset();
   json zero = deepspeed_config_json(c).at("zero_optimization");
   EXPECT_FALSE(zero.contains("offload_param")) << zero.dump();
   EXPECT_FALSE(zero.contains("stage3_prefetch_bucket_size")) << zero.dump();
   EXPECT_FALSE(zero.contains("stage3_param_persistence_threshold")) << zero.dump();
   EXPECT_EQ(zero.at("offload_optimizer").at("device"), "nvme");
   EXPECT_EQ(zero.at("offload_optimizer").at("nvme_path"), "/mnt/nvme0/zb");
-  EXPECT_EQ(zero.at("offload_optimizer").at("ratio"), 0.75);
+  EXPECT_FALSE(zero.at("offload_optimizer").contains("ratio"));
   DeepSpeedConfig whole = full_stage3();
   whole.offload_ratio = 1.0;  // DeepSpeed's default: left out
   EXPECT_FALSE(deepspeed_config_json(whole).at("zero_optimization").at("offload_optimizer").contains("ratio"));
@@ -568,6 +522,46 @@ TEST(DeepSpeedConfigWrite, RefusesWhatDeepSpeedWouldRefuse) {
   DeepSpeedConfig bad_device = full_stage3();
   bad_device.offload_param = "gpu";
   EXPECT_THROW(deepspeed_config_json(bad_device), Error);
+}
+
+// DeepSpeed's batch arithmetic (deepspeed/runtime/config.py): train_batch_size = micro-batch x accumulation x
+// GPUs; any two give the third, one alone takes accumulation 1, three must agree.
+TEST(DeepSpeedBatch, DerivedAsDeepSpeedDerivesIt) {
+  const auto batch = [](const std::string& text, int world) { return deepspeed_batch(parse(text), world, kSource); };
+  const auto expect = [&](const std::string& text, int world, int64_t micro, int64_t accum) {
+    const std::optional<DeepSpeedBatch> b = batch(text, world);
+    ASSERT_TRUE(b.has_value()) << text;
+    EXPECT_EQ(b->micro_batch, micro) << text << " on " << world;
+    EXPECT_EQ(b->grad_accum, accum) << text << " on " << world;
+  };
+  EXPECT_FALSE(batch("{}", 4).has_value());
+  expect(R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2})", 4, 8, 2);
+  expect(R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8})", 4, 8, 2);
+  expect(R"({"train_batch_size": 64, "gradient_accumulation_steps": 4})", 4, 4, 4);
+  expect(R"({"train_batch_size": 64})", 4, 16, 1);
+  expect(R"({"train_batch_size": 64})", 1, 64, 1);
+  expect(R"({"train_micro_batch_size_per_gpu": 8})", 4, 8, 1);
+  expect(R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 3})", 2, 8, 3);
+  const auto message = [&](const std::string& text, int world) -> std::string {
+    try {
+      batch(text, world);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  // Three that disagree on this GPU count (they agree on 2), a global batch the others do not divide, and
+  // an accumulation alone.
+  const std::string three = R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 4})";
+  EXPECT_EQ(message(three, 2), "accepted");
+  EXPECT_NE(message(three, 4).find("64 != 8 x 4 x 4"), std::string::npos) << message(three, 4);
+  EXPECT_NE(message(R"({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8})", 1)
+                .find("train_batch_size 100 is not a multiple of 8 x 1"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"train_batch_size": 30})", 4).find("not a multiple of 1 x 4"), std::string::npos);
+  EXPECT_NE(message(R"({"gradient_accumulation_steps": 4})", 1).find("needs train_batch_size or"),
+            std::string::npos);
+  EXPECT_EQ(message(three, 4).rfind(kSource + ": ", 0), 0u) << "names the file";
 }
 
 }  // namespace
