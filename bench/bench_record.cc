@@ -43,6 +43,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("min_step_ms", r.min_step_ms);
   number("max_step_ms", r.max_step_ms);
   number("stddev_step_ms", r.stddev_step_ms);
+  number("step_time_stddev_ms", r.step_time_stddev_ms);
   number("throughput_tokens_per_sec", r.throughput_tokens_per_sec);
   number("throughput_tokens_per_sec_per_gpu", r.throughput_tokens_per_sec_per_gpu);
   number("throughput_stddev", r.throughput_stddev);

@@ -40,8 +40,10 @@ struct BenchRecord {
   std::string status = "ok";
   std::string error;
 
-  // Step time over the timed steps (after warm-up) of every repeat, in ms; stddev is of the repeats' means.
+  // Step time over the timed steps (after warm-up) of every repeat, in ms; stddev is of the repeats' means,
+  // step_time_stddev_ms of every timed step of every repeat (the spread the recommendation treats as noise).
   std::optional<double> avg_step_time_ms, p50_step_ms, p90_step_ms, min_step_ms, max_step_ms, stddev_step_ms;
+  std::optional<double> step_time_stddev_ms;
   std::optional<double> throughput_tokens_per_sec, throughput_tokens_per_sec_per_gpu, throughput_stddev;
   std::optional<double> samples_per_sec, tflops_per_gpu, mfu;
   // GPU memory, GB (1e9 bytes), the worst rank's: peak and still allocated at the end, and peak by pool,

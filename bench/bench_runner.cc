@@ -244,6 +244,7 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   r.p90_step_ms = percentile(timed.step_ms, 0.9);
   r.min_step_ms = *std::min_element(timed.step_ms.begin(), timed.step_ms.end());
   r.max_step_ms = *std::max_element(timed.step_ms.begin(), timed.step_ms.end());
+  r.step_time_stddev_ms = stddev(timed.step_ms);
   const double tokens_per_step = double(timed.sum.tokens);
   const double tokens_per_second = tokens_per_step / (*r.avg_step_time_ms / 1e3);
   if (settings_.repeat > 1) {
