@@ -141,6 +141,9 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
       for (const std::string& key : report.only_baseline) std::printf("in the baseline only: %s\n", key.c_str());
       for (const std::string& line : report.regressions) std::printf("REGRESSION: %s\n", line.c_str());
       if (report.regressions.empty()) std::printf("no regression against %s\n", plan.baseline.c_str());
+      const std::string summary = base + "_regression.md";  // for a CI job's page
+      write_file_atomically(summary, baseline->markdown(report, plan.max_regression));
+      std::printf("regression summary (Markdown): %s\n", summary.c_str());
       if (!report.regressions.empty() && exit_code == 0) exit_code = 1;
     }
     std::fflush(stdout);

@@ -30,6 +30,12 @@ std::optional<double> number(const Json& j, const char* key) {
   return j[key].get<double>();
 }
 
+// A run's noise: the standard deviation of its step times over its mean (0 where either is missing).
+double relative_spread(const std::optional<double>& stddev_ms, const std::optional<double>& mean_ms) {
+  if (!stddev_ms || !mean_ms || *mean_ms <= 0) return 0;
+  return *stddev_ms / *mean_ms;
+}
+
 std::string fixed(double value) {
   char text[64];
   std::snprintf(text, sizeof text, "%.4g", value);
@@ -105,28 +111,67 @@ Baseline::Report Baseline::compare(const std::vector<BenchRecord>& current, doub
       continue;
     }
     const Json& then = *then_it;
+    Row row;
+    row.key = key;
+    row.baseline_tokens_per_sec = number(then, "throughput_tokens_per_sec");
+    row.now_tokens_per_sec = record.throughput_tokens_per_sec;
+    row.baseline_peak_gb = number(then, "gpu_peak_gb");
+    row.now_peak_gb = record.gpu_peak_gb;
+    row.noise_pct = 100.0 * std::max(relative_spread(number(then, "step_time_stddev_ms"), number(then, "avg_step_time_ms")),
+                                     relative_spread(record.step_time_stddev_ms, record.avg_step_time_ms));
+    std::vector<std::string> found;
     const bool was_ok = then.value("status", "") == "ok";
     if (was_ok && !record.ok()) {
-      report.regressions.push_back(
-          cat(key, ": status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
-      continue;
+      found.push_back(cat("status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
+    } else {
+      const auto old_rate = row.baseline_tokens_per_sec, new_rate = row.now_tokens_per_sec;
+      const double threshold = std::max(allowed, row.noise_pct / 100.0);
+      if (old_rate && new_rate && *new_rate < *old_rate * (1 - threshold)) {
+        found.push_back(cat("throughput ", fixed(*new_rate), " tokens/s, ", fixed(100 * (1 - *new_rate / *old_rate)),
+                            "% below the baseline's ", fixed(*old_rate), " (allowed: ", max_regression_percent,
+                            "%, noise: ", fixed(row.noise_pct), "%)"));
+      }
+      const auto old_peak = row.baseline_peak_gb, new_peak = row.now_peak_gb;
+      if (old_peak && new_peak && *old_peak > 0 && *new_peak > *old_peak * (1 + allowed)) {
+        found.push_back(cat("GPU peak memory ", fixed(*new_peak), " GB, ", fixed(100 * (*new_peak / *old_peak - 1)),
+                            "% above the baseline's ", fixed(*old_peak), " GB (allowed: ", max_regression_percent,
+                            "%)"));
+      }
     }
-    const auto old_rate = number(then, "throughput_tokens_per_sec"), new_rate = record.throughput_tokens_per_sec;
-    if (old_rate && new_rate && *new_rate < *old_rate * (1 - allowed)) {
-      report.regressions.push_back(cat(key, ": throughput ", fixed(*new_rate), " tokens/s, ",
-                                       fixed(100 * (1 - *new_rate / *old_rate)), "% below the baseline's ",
-                                       fixed(*old_rate), " (allowed: ", max_regression_percent, "%)"));
-    }
-    const auto old_peak = number(then, "gpu_peak_gb"), new_peak = record.gpu_peak_gb;
-    if (old_peak && new_peak && *old_peak > 0 && *new_peak > *old_peak * (1 + allowed)) {
-      report.regressions.push_back(cat(key, ": GPU peak memory ", fixed(*new_peak), " GB, ",
-                                       fixed(100 * (*new_peak / *old_peak - 1)), "% above the baseline's ",
-                                       fixed(*old_peak), " GB (allowed: ", max_regression_percent, "%)"));
-    }
+    for (const std::string& what : found) report.regressions.push_back(cat(key, ": ", what));
+    row.verdict = found.empty() ? "ok" : "REGRESSION: " + join(found, "; ");
+    report.rows.push_back(std::move(row));
   }
   for (const std::string& key : keys())
     if (std::find(seen.begin(), seen.end(), key) == seen.end()) report.only_baseline.push_back(key);
   return report;
+}
+
+std::string Baseline::markdown(const Report& report, double max_regression_percent) const {
+  const auto rate = [](const std::optional<double>& v) { return v ? fixed(*v) + " tok/s" : std::string("-"); };
+  const auto memory = [](const std::optional<double>& v) { return v ? fixed(*v) + " GB" : std::string("-"); };
+  std::string out = cat("## Regression check against `", path_, "`\n\n",
+                        report.regressions.empty() ? "No regression" : cat(report.regressions.size(), " regression(s)"),
+                        ": a drop counts when it exceeds both ", max_regression_percent,
+                        "% and the noise of the two runs (their larger step-time standard deviation).\n\n",
+                        "| configuration | baseline | now | change | noise | peak memory (baseline, now) | verdict |\n",
+                        "|---|---|---|---|---|---|---|\n");
+  for (const Row& row : report.rows) {
+    std::string change = "-";
+    if (row.baseline_tokens_per_sec && row.now_tokens_per_sec && *row.baseline_tokens_per_sec > 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%+.1f%%", 100 * (*row.now_tokens_per_sec / *row.baseline_tokens_per_sec - 1));
+      change = text;
+    }
+    char noise[32];
+    std::snprintf(noise, sizeof noise, "%.1f%%", row.noise_pct);
+    out += cat("| ", row.key, " | ", rate(row.baseline_tokens_per_sec), " | ", rate(row.now_tokens_per_sec), " | ",
+               change, " | ", noise, " | ", memory(row.baseline_peak_gb), ", ", memory(row.now_peak_gb), " | ",
+               row.verdict, " |\n");
+  }
+  for (const std::string& key : report.only_now) out += cat("\nNot in the baseline (not compared): ", key, "\n");
+  for (const std::string& key : report.only_baseline) out += cat("\nIn the baseline only: ", key, "\n");
+  return out;
 }
 
 }  // namespace zb

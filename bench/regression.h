@@ -1,9 +1,11 @@
 // Regression mode, for GPU CI runners: this run's records against a saved results file. A configuration
 // (same stage, strategy, model, world size, batch, sequence length, accumulation and dtype) regresses when
-// its throughput fell, or its GPU peak memory rose, by more than the allowed percentage; one that succeeded
-// in the baseline and fails now regresses too.
+// its throughput fell by more than both the allowed percentage and the noise of the two runs (the larger
+// relative standard deviation of their step times), or its GPU peak memory (counted, not timed) rose by more
+// than the allowed percentage; one that succeeded in the baseline and fails now regresses too.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +30,22 @@ class Baseline {
   // be compared with it at all (another model, shape, world size) is a mistake, not "no regression".
   void require_shared(const std::vector<std::string>& planned) const;
 
+  // One configuration found on both sides.
+  struct Row {
+    std::string key;
+    std::optional<double> baseline_tokens_per_sec, now_tokens_per_sec, baseline_peak_gb, now_peak_gb;
+    double noise_pct = 0;  // the larger relative step-time standard deviation of the two runs, in percent
+    std::string verdict;   // "ok", "REGRESSION: ..." (what regressed)
+  };
   struct Report {
     std::vector<std::string> regressions;  // each names the configuration, the metric and both values
     std::vector<std::string> only_now, only_baseline;  // configurations on one side only (keys)
+    std::vector<Row> rows;
   };
   Report compare(const std::vector<BenchRecord>& current, double max_regression_percent) const;
+  // The report as a Markdown summary for a CI job's page: a table of configuration, baseline, now, change,
+  // noise and verdict, then the configurations on one side only.
+  std::string markdown(const Report& report, double max_regression_percent) const;
 
  private:
   std::string path_;

@@ -429,6 +429,41 @@ TEST(ComparisonPrograms, RegressionModeFailsOnADoctoredBaselineAndPassesOnTheTru
       << partly.output;
 }
 
+// The CI script: against a baseline it made on the CPU backend it passes (exit 0) and writes a Markdown
+// summary; against a doctored baseline (throughput 100x, memory halved) it fails (exit 1) and the summary
+// names the regression. Run alone (RUN_ALONE): it times steps.
+TEST(ComparisonPrograms, RegressionScriptOnABaselineItMadeAndADoctoredOne) {
+  TempDir dir;
+  const std::string env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 RANKS=2 BIN=" +
+                          std::string(ZB_BINARY_DIR) + " MPIEXEC=" + ZB_MPIEXEC +
+                          " MPIRUN_ARGS='--oversubscribe --mca mpi_yield_when_idle 1' ";
+  const std::string flags = " " + tiny_run(8) + " --stages 1 --max-regression 95";
+  const fs::path made = dir.path() / "made";
+  ASSERT_EQ(run_job("zero_bench", tiny_run(8) + " --stages 1 --output-dir " + made.string()).exit_code, 0);
+  const fs::path baseline = only_file(made, "zero_comparison_", ".json");
+  const std::string script = std::string(ZB_SOURCE_DIR) + "/scripts/regression_check.sh ";
+
+  const ProgramResult pass =
+      run_command(env + "OUT=" + (dir.path() / "pass").string() + " " + script + baseline.string() + flags);
+  EXPECT_EQ(pass.exit_code, 0) << pass.output;
+  const std::string good = read_text(dir.path() / "pass" / "summary.md");
+  EXPECT_NE(good.find("No regression"), std::string::npos) << good;
+  EXPECT_NE(good.find("| gpt2-tiny stage 1 none world 2 batch 2 seq 32 accum 1 fp32 |"), std::string::npos) << good;
+
+  Json doctored = read_json(baseline);
+  doctored[0]["throughput_tokens_per_sec"] = doctored[0]["throughput_tokens_per_sec"].get<double>() * 100;
+  doctored[0]["gpu_peak_gb"] = doctored[0]["gpu_peak_gb"].get<double>() / 2;
+  const fs::path doctored_path = dir.path() / "doctored.json";
+  std::ofstream(doctored_path) << doctored.dump();
+  const ProgramResult fail =
+      run_command(env + "OUT=" + (dir.path() / "fail").string() + " " + script + doctored_path.string() + flags);
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  const std::string bad = read_text(dir.path() / "fail" / "summary.md");
+  EXPECT_NE(bad.find("2 regression(s)"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("| REGRESSION: throughput"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("-99."), std::string::npos) << "the change column: " << bad;
+}
+
 // A baseline that cannot be compared with the run is refused before any work (exit 2), not taken as "no
 // regression": an empty array, records that are not results, or results of other configurations only.
 TEST(ComparisonPrograms, ABaselineThatCannotBeComparedIsRefused) {
