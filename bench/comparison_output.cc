@@ -110,7 +110,7 @@ std::string reserve_comparison_base(const std::string& output_dir, const std::st
 
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
-                                 std::optional<double> gpu_capacity_gb) {
+                                 std::optional<double> gpu_capacity_gb, bool on_gpu) {
   ComparisonFiles files{base + ".json", base + ".csv", base + ".svg", ""};
   nlohmann::ordered_json array = nlohmann::ordered_json::array();
   std::vector<ChartBar> bars;
@@ -121,7 +121,6 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
   }
   write_file_atomically(files.json, array.dump(2) + "\n");
   write_file_atomically(files.csv, to_csv(records));
-  const bool on_gpu = records.empty() || records.front().environment.gpu_name != "CPU";
   write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0), on_gpu));
   if (recommended) {
     const std::filesystem::path path(base);
@@ -147,11 +146,10 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
   return "";
 }
 
-std::string summary_table(const std::vector<BenchRecord>& records) {
+std::string summary_table(const std::vector<BenchRecord>& records, bool on_gpu) {
   // The ranks' spread only where there are several ranks.
   const bool spread = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.world_size > 1; });
   // The CPU backend's device is the host: its tracked allocations are "device" memory there.
-  const bool on_gpu = records.empty() || records.front().environment.gpu_name != "CPU";
   std::vector<std::vector<std::string>> rows{
       {"Strategy", on_gpu ? "GPU Mem" : "Device Mem", "CPU Mem", "Time", "Throughput"}};
   if (spread) rows[0].push_back("Rank spread");

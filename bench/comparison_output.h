@@ -32,7 +32,7 @@ std::string reserve_comparison_base(const std::string& output_dir, const std::st
 // pass for another's.
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
-                                 std::optional<double> gpu_capacity_gb);
+                                 std::optional<double> gpu_capacity_gb, bool on_gpu);
 
 // One of our configurations as DeepSpeed settings (deepspeed_config_json writes them): the nearest DeepSpeed
 // takes where it cannot express the configuration (deepspeed_caveat says what differs).
@@ -46,6 +46,6 @@ std::string deepspeed_caveat(const TrainingOptions& options);
 // configuration; Rank spread (the larger of the step and busy spreads, see rank_results.h) where a record has
 // several ranks, "SLOW rank N" beside it above kRankSpreadFlagPct. GPU Mem is the largest over the ranks
 // ("Device Mem" on the CPU backend, whose device is the host).
-std::string summary_table(const std::vector<BenchRecord>& records);
+std::string summary_table(const std::vector<BenchRecord>& records, bool on_gpu);
 
 }  // namespace zb

@@ -98,7 +98,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
               : std::string();
   auto write_results = [&] {
     const std::optional<size_t> best = recommend(records, capacity);
-    return write_comparison(base, plan.title, records, best ? options_of[*best] : nullptr, capacity);
+    return write_comparison(base, plan.title, records, best ? options_of[*best] : nullptr, capacity,
+                            plan.settings.device.is_cuda());
   };
   bool interrupted = false;
   for (int i = 0; i < count; ++i) {
@@ -127,7 +128,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   int exit_code = interrupted ? 130 : 0;
   if (printer) {
     const ComparisonFiles files = write_results();
-    std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records).c_str(), files.json.c_str(),
+    std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records, plan.settings.device.is_cuda()).c_str(), files.json.c_str(),
                 files.csv.c_str(), files.chart.c_str());
     if (!files.recommended_config.empty()) {
       std::printf("recommended (%s): %s\n", records[*best].label().c_str(), files.recommended_config.c_str());

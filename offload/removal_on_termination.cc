@@ -32,9 +32,13 @@ void unlink_registered() {
 }
 
 extern "C" void remove_and_end(int signal_number) {
-  // A program that stops gracefully takes the first Ctrl-C as a request (its destructors remove the files).
+  // A program that stops gracefully takes the first SIGINT or SIGTERM as a request to stop after the step in
+  // progress. SIGTERM is how mpirun passes a Ctrl-C on to the ranks (and how MPI_Abort ends the others, which
+  // may then be stuck in a collective until mpirun's SIGKILL): the files go at once, since their open
+  // descriptors keep them usable for as long as the run goes on.
   volatile std::sig_atomic_t* flag = interrupt_flag.load();
-  if (signal_number == SIGINT && flag != nullptr && *flag == 0) {
+  if ((signal_number == SIGINT || signal_number == SIGTERM) && flag != nullptr && *flag == 0) {
+    unlink_registered();
     *flag = 1;
     return;
   }

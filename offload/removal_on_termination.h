@@ -18,9 +18,10 @@ void unregister_removal(const std::string& path);
 // Removes the registered files now: for a process about to end the job itself (MPI_Abort) while their owners
 // still hold them.
 void remove_registered_files();
-// For programs that stop gracefully on Ctrl-C (they finish writing what has finished, and their destructors
-// remove the files): the first SIGINT only sets *flag; a second one ends the process as SIGTERM does.
-// Installs the handlers too. `flag` must outlive the process's handling of signals (a static).
+// For programs that stop gracefully on Ctrl-C (they finish writing what has finished): the first SIGINT or
+// SIGTERM (mpirun turns a Ctrl-C into SIGTERM for its ranks) removes the registered files, whose open
+// descriptors keep them usable, and sets *flag; a second one ends the process at once. Installs the handlers
+// too. `flag` must outlive the process's handling of signals (a static).
 void stop_gracefully_on_interrupt(volatile std::sig_atomic_t* flag);
 
 }  // namespace zb

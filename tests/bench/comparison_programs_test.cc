@@ -498,10 +498,14 @@ TEST(ComparisonPrograms, ABaselineThatCannotBeComparedIsRefused) {
 // the signal depends on the machine's speed; none of them may be the interrupted one.) --foreground: without it
 // timeout sends the signal twice, to the program and to its process group, and where the program's handler
 // runs between the two (a loaded machine), the second is the "press Ctrl-C again to end now" that exits at once.
-TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
+// (SIGTERM to a single process is taken as Ctrl-C is.)
+class ComparisonInterrupted : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ComparisonInterrupted, WritesWhatHasFinished) {
   TempDir out;
-  const ProgramResult r = run_command("timeout --foreground --preserve-status -s INT 4 " + std::string(ZB_BINARY_DIR) +
-                                      "/zero_bench " + tiny_run(600) + " --output-dir " + out.path().string());
+  const ProgramResult r = run_command("timeout --foreground --preserve-status -s " + GetParam() + " 4 " +
+                                      std::string(ZB_BINARY_DIR) + "/zero_bench " + tiny_run(600) + " --output-dir " +
+                                      out.path().string());
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
@@ -510,6 +514,27 @@ TEST(ComparisonPrograms, CtrlCWritesWhatHasFinished) {
   for (const Json& record : records) EXPECT_EQ(record["status"], "ok");
   for (const auto& entry : fs::directory_iterator(out.path()))
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, ComparisonInterrupted, ::testing::Values("INT", "TERM"));
+
+// Ctrl-C under mpirun: Open MPI passes it on to the ranks as SIGTERM once odls_base_sigkill_timeout seconds
+// have passed, and SIGKILLs them as many seconds later; with room to finish the step in progress, the ranks
+// stop together, rank 0 writes what finished and prints the table, and no NVMe file is left behind. (mpirun
+// itself exits 1: Open MPI does not pass on the ranks' 130.)
+TEST(ComparisonPrograms, CtrlCUnderMpirunWritesWhatHasFinished) {
+  TempDir out, nvme;
+  const ProgramResult r = run_command(
+      "timeout --foreground -s INT 5 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
+      std::string(ZB_MPIEXEC) + " -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca odls_base_sigkill_timeout 3 " +
+      ZB_BINARY_DIR + "/offload_bench " + tiny_run(600) + " --strategies none nvme --nvme-path " + nvme.path().string() +
+      " --output-dir " + out.path().string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
+  ASSERT_TRUE(records.is_array()) << "a valid results file";
+  for (const Json& record : records) EXPECT_EQ(record["status"], "ok");
+  EXPECT_TRUE(fs::is_empty(nvme.path())) << "no NVMe file left behind";
+  EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
 }
 
 // A recommendation DeepSpeed cannot express (offload in stage 0) is written without it, and said so.

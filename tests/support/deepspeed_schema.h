@@ -91,31 +91,27 @@ inline void expect_deepspeed_accepts(const json& config, int world, const std::s
   const json& zero = config["zero_optimization"];
   expect_keys_within(zero, kZeroKeys, "zero_optimization");
   const int stage = zero.value("stage", 0);
-  if (zero.contains("offload_optimizer")) {
-    const json& o = zero["offload_optimizer"];
-    expect_keys_within(o, kOffloadOptimizerKeys, "offload_optimizer");
-    if (o.value("device", "none") != "none") {
-      EXPECT_GE(stage, 1) << "optimizer offload below stage 1";
+  // An offload section: its keys, the stage it needs, an nvme_path with "nvme".
+  const auto check_offload = [&](const char* name, const std::set<std::string>& keys, bool stage_3_only) {
+    if (!zero.contains(name)) return;
+    const json& section = zero[name];
+    expect_keys_within(section, keys, name);
+    const std::string device = section.value("device", "none");
+    if (device != "none") {
+      EXPECT_GE(stage, stage_3_only ? 3 : 1) << name << " at stage " << stage;
     }
-    if (o.value("device", "none") == "nvme") {
-      EXPECT_TRUE(o.contains("nvme_path"));
+    if (device == "nvme") {
+      EXPECT_TRUE(section.contains("nvme_path")) << name;
     }
-    if (o.contains("ratio")) {
-      EXPECT_GT(o["ratio"].get<double>(), 0);
-      EXPECT_LE(o["ratio"].get<double>(), 1);
-      if (o["ratio"].get<double>() < 1) {
-        EXPECT_EQ(stage, 3) << "Partial offloading only supported for ZeRO Stage 3";
-      }
-    }
-  }
-  if (zero.contains("offload_param")) {
-    const json& p = zero["offload_param"];
-    expect_keys_within(p, kOffloadParamKeys, "offload_param");
-    if (p.value("device", "none") != "none") {
-      EXPECT_EQ(stage, 3) << "parameter offload below stage 3";
-    }
-    if (p.value("device", "none") == "nvme") {
-      EXPECT_TRUE(p.contains("nvme_path"));
+  };
+  check_offload("offload_optimizer", kOffloadOptimizerKeys, false);
+  check_offload("offload_param", kOffloadParamKeys, true);
+  if (zero.contains("offload_optimizer") && zero["offload_optimizer"].contains("ratio")) {
+    const double ratio = zero["offload_optimizer"]["ratio"].get<double>();
+    EXPECT_GT(ratio, 0);
+    EXPECT_LE(ratio, 1);
+    if (ratio < 1) {
+      EXPECT_EQ(stage, 3) << "Partial offloading only supported for ZeRO Stage 3";
     }
   }
   if (config.contains("aio")) expect_keys_within(config["aio"], kAioKeys, "aio");
