@@ -31,7 +31,7 @@ run_build() {
     || { tail -30 "$out/configure.log"; exit 1; }
   cmake --build build-gpu --parallel "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
   grep -cE "warning" "$out/build.log" | sed 's/^/build warnings: /'
-  ctest --test-dir build-gpu --output-on-failure -R "${TESTS:-rank_results|comm_test_np4|ZeroBenchOnTwoGpus}" \
+  ctest --test-dir build-gpu --output-on-failure -R "${TESTS:-RankSteps|NodeThroughput|RankSpread|RankResultJson|FormatRanks|GpuTelemetry|comm_test_np4|ZeroBenchOnTwoGpus}" \
     > "$out/ctest.log" 2>&1
   grep -E "tests passed|FAILED|Failure|Expected|actual|which is" "$out/ctest.log" | head -40
 }
