@@ -527,7 +527,7 @@ TEST(ComparisonPrograms, CtrlCUnderMpirunWritesWhatHasFinished) {
   TempDir out, nvme;
   const ProgramResult r = run_command(
       "timeout --foreground -s INT 5 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
-      std::string(ZB_MPIEXEC) + " -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca odls_base_sigkill_timeout 3 " +
+      std::string(ZB_MPIEXEC) + " -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca odls_base_sigkill_timeout 5 " +
       ZB_BINARY_DIR + "/offload_bench " + tiny_run(600) + " --strategies none nvme --nvme-path " + nvme.path().string() +
       " --output-dir " + out.path().string());
   EXPECT_NE(r.exit_code, 0) << r.output;
