@@ -18,6 +18,11 @@ std::string BenchRecord::label() const {
   return configuration_label(stage, strategy, names_strategy);
 }
 
+double relative_step_spread(const std::optional<double>& step_time_stddev_ms, const std::optional<double>& mean_ms) {
+  if (!step_time_stddev_ms || !mean_ms || *mean_ms <= 0) return 0;
+  return *step_time_stddev_ms / *mean_ms;
+}
+
 nlohmann::ordered_json to_json(const BenchRecord& r) {
   nlohmann::ordered_json j;
   auto number = [&j](const char* key, const std::optional<double>& value) {

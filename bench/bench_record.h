@@ -81,6 +81,10 @@ struct BenchRecord {
 // "stage 2" without offload, "cpu_optimizer (stage 2)" with it (and "none (stage 2)" with names_strategy).
 std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false);
 
+// A run's noise: the standard deviation of its step times over their mean (0 where either is missing), as the
+// recommendation and the regression check compare runs.
+double relative_step_spread(const std::optional<double>& step_time_stddev_ms, const std::optional<double>& mean_ms);
+
 nlohmann::ordered_json to_json(const BenchRecord& record);
 // The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting). The
 // nested keys (per_rank, node_throughput) are left out: the spread figures and the slowest host's throughput

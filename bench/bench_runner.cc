@@ -50,17 +50,15 @@ double stddev(const std::vector<double>& values) {  // sample standard deviation
 
 // The timed steps of every repeat, summed per field for the means.
 struct TimedSteps {
-  std::vector<double> step_ms;
   std::vector<double> repeat_mean_ms;
   StepStats sum;  // of the fields added up below
   OffloadTimes offload;
   double comm_bytes = 0;
   int64_t count = 0;
   std::optional<double> loss_first, loss_last;
-  RankSteps rank;  // this rank's own view of the same steps
+  RankSteps rank;  // every step's time, and this rank's busy time and tokens
 
   void add(const StepStats& s, int world) {
-    step_ms.push_back(s.seconds * 1e3);
     rank.add(s, world);
     sum.forward_ms += s.forward_ms, sum.backward_ms += s.backward_ms, sum.optimizer_ms += s.optimizer_ms;
     sum.comm.exposed_ms += s.comm.exposed_ms;
@@ -239,12 +237,16 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   r.cpu_memory_gb = worst_gb(resident);
   r.cpu_pinned_gb = worst_gb(host_pinned);
   const double n = double(timed.count);
-  r.avg_step_time_ms = mean(timed.step_ms);
-  r.p50_step_ms = percentile(timed.step_ms, 0.5);
-  r.p90_step_ms = percentile(timed.step_ms, 0.9);
-  r.min_step_ms = *std::min_element(timed.step_ms.begin(), timed.step_ms.end());
-  r.max_step_ms = *std::max_element(timed.step_ms.begin(), timed.step_ms.end());
-  r.step_time_stddev_ms = stddev(timed.step_ms);
+  // This rank's own figures; the record's step statistics are this rank's (as the other ranks' are theirs).
+  const RankResult mine = own_rank_result(world_.rank(), world_.host_name(), settings_.device, timed.rank,
+                                          double(total_peak), resident, telemetry_);
+  const std::vector<double>& step_ms = timed.rank.step_ms;
+  r.avg_step_time_ms = mine.step_ms_mean;
+  r.p50_step_ms = mine.step_ms_p50;
+  r.p90_step_ms = mine.step_ms_p90;
+  r.min_step_ms = *std::min_element(step_ms.begin(), step_ms.end());
+  r.max_step_ms = *std::max_element(step_ms.begin(), step_ms.end());
+  r.step_time_stddev_ms = stddev(step_ms);
   const double tokens_per_step = double(timed.sum.tokens);
   const double tokens_per_second = tokens_per_step / (*r.avg_step_time_ms / 1e3);
   if (settings_.repeat > 1) {
@@ -285,15 +287,6 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   }
   if (*r.gpu_peak_gb > 0) r.efficiency = tokens_per_second / *r.gpu_peak_gb;
 
-  RankResult mine;
-  mine.rank = world_.rank();
-  mine.host = world_.host_name();
-  mine.gpu_index = settings_.device.is_cuda() ? settings_.device.index : -1;
-  mine.gpu_name = settings_.device.is_cuda() ? cuda_device_name(settings_.device.index) : "CPU";
-  summarise_steps(timed.rank, mine);
-  mine.gpu_peak_gb = double(total_peak) / kGB;
-  mine.host_rss_gb = resident / kGB;
-  mine.telemetry = telemetry_.summary();
   r.per_rank = gather_rank_results(agreement_, mine);
   const RankSpread spread = rank_spread(r.per_rank);
   r.rank_step_spread_pct = spread.step_spread_pct;

@@ -89,8 +89,8 @@ void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_fl
     ("allgather-bucket-size", po::value(&z.allgather_bucket_size)->default_value(z.allgather_bucket_size),
      "elements of updated parameters all-gathered together (DeepSpeed allgather_bucket_size)")
     ("overlap-comm", po::value<bool>()->notifier([&z](bool on) { z.overlap_comm = on; }),
-     "reduce gradients while backward runs: true or false (DeepSpeed overlap_comm; default: true, and always "
-     "with --offload)")
+     "reduce gradients while backward runs: true or false (DeepSpeed overlap_comm, whose default is true in "
+     "stage 3 only; default here: true)")
     ("stage3-prefetch-bucket-size",
      po::value(&z.stage3_prefetch_bucket_size)->default_value(z.stage3_prefetch_bucket_size),
      "stage 3: elements of parameters gathered ahead of use (0: no prefetch)")
@@ -198,7 +198,6 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   validate(f.zero);  // its messages name the flags
   o.zero = f.zero;
   o.offload = parse_flag("offload", [&] { return parse_offload_strategy(f.offload); });
-  o.zero.overlap_comm = overlap_comm_default(o.zero, o.offload);
   validate(f.aio);  // its messages name the settings
   o.aio = f.aio;
   if (o.offload == OffloadStrategy::nvme) {

@@ -319,8 +319,6 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
     options.zero.stage = stage;
     options.offload = offload.strategy;
     options.offload_ratio = offload.ratio;
-    options.zero.overlap_comm = t.zero.overlap_comm;  // unset: the default of this stage and strategy
-    options.zero.overlap_comm = overlap_comm_default(options.zero, options.offload);
     plan.configurations.push_back(options);
   }
 

@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <csignal>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include "bench/comparison_output.h"
 #include "bench/recommendation.h"
@@ -68,7 +68,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   if (!plan.baseline.empty()) {
     baseline.emplace(plan.baseline);
     std::vector<std::string> planned;
-    for (const TrainingOptions& options : plan.configurations) planned.push_back(configuration_key(options, world.size()));
+    for (const TrainingOptions& options : plan.configurations)
+      planned.push_back(configuration_key(options, world.size()));
     baseline->require_shared(planned);
   }
   const bool printer = world.rank() == 0;
@@ -128,8 +129,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   int exit_code = interrupted ? 130 : 0;
   if (printer) {
     const ComparisonFiles files = write_results();
-    std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records, plan.settings.device.is_cuda()).c_str(), files.json.c_str(),
-                files.csv.c_str(), files.chart.c_str());
+    std::printf("\n%s\nresults: %s, %s\nchart: %s\n", summary_table(records, plan.settings.device.is_cuda()).c_str(),
+                files.json.c_str(), files.csv.c_str(), files.chart.c_str());
     if (!files.recommended_config.empty()) {
       std::printf("recommended (%s): %s\n", records[*best].label().c_str(), files.recommended_config.c_str());
       const std::string caveat = deepspeed_caveat(*options_of[*best]);
@@ -138,7 +139,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
     if (interrupted) std::printf("interrupted: %zu of %d configuration(s) finished\n", records.size(), count);
     if (baseline) {
       const Baseline::Report report = baseline->compare(records, plan.max_regression);
-      for (const std::string& key : report.only_now) std::printf("not in the baseline (not compared): %s\n", key.c_str());
+      for (const std::string& key : report.only_now)
+        std::printf("not in the baseline (not compared): %s\n", key.c_str());
       for (const std::string& key : report.only_baseline) std::printf("in the baseline only: %s\n", key.c_str());
       for (const std::string& line : report.regressions) std::printf("REGRESSION: %s\n", line.c_str());
       if (report.regressions.empty()) std::printf("no regression against %s\n", plan.baseline.c_str());

@@ -21,7 +21,7 @@ struct NvmlLibrary {
   NvmlReturn (*init)() = nullptr;
   NvmlReturn (*device_by_pci_bus_id)(const char*, NvmlDevice*) = nullptr;
   NvmlReturn (*clock_info)(NvmlDevice, int, unsigned*) = nullptr;
-  NvmlReturn (*power_usage)(NvmlDevice, unsigned*) = nullptr;        // milliwatts
+  NvmlReturn (*power_usage)(NvmlDevice, unsigned*) = nullptr;           // milliwatts
   NvmlReturn (*enforced_power_limit)(NvmlDevice, unsigned*) = nullptr;  // milliwatts
   NvmlReturn (*clock_reasons)(NvmlDevice, unsigned long long*) = nullptr;
   std::string error;  // why it is unusable ("" when usable)
@@ -70,9 +70,9 @@ double median(std::vector<double> values) {
 }  // namespace
 
 std::vector<std::string> limit_reason_names(uint64_t mask) {
-  static const char* const names[] = {"idle",       "application clocks", "power cap",
-                                      "hardware slowdown", "sync boost", "thermal (software)",
-                                      "thermal (hardware)", "power brake", "display clocks"};
+  static const char* const names[] = {"idle",          "application clocks", "power cap",          "hardware slowdown",
+                                      "sync boost",    "thermal (software)", "thermal (hardware)", "power brake",
+                                      "display clocks"};
   std::vector<std::string> out;
   for (int bit = 0; bit < 64; ++bit) {
     if (!(mask >> bit & 1)) continue;
@@ -109,7 +109,9 @@ GpuTelemetry::GpuTelemetry(const std::string& pci_bus_id, std::chrono::milliseco
   }
 }
 
-GpuTelemetry::~GpuTelemetry() { stop(); }
+GpuTelemetry::~GpuTelemetry() {
+  stop();
+}
 
 void GpuTelemetry::start() {
   if (!device_ || sampler_.joinable()) return;

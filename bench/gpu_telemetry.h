@@ -28,11 +28,11 @@ struct ClockLimitReason {
 
 struct GpuTelemetrySummary {
   int samples = 0;
-  std::optional<double> sm_clock_mhz;   // median over the samples
-  std::optional<double> power_w;        // median over the samples
-  std::optional<double> power_limit_w;  // the enforced power cap
+  std::optional<double> sm_clock_mhz;           // median over the samples
+  std::optional<double> power_w;                // median over the samples
+  std::optional<double> power_limit_w;          // the enforced power cap
   std::vector<ClockLimitReason> limit_reasons;  // every reason seen, in bit order, named by limit_reason_names
-  std::string unavailable;                 // why there are no samples ("" when there are)
+  std::string unavailable;                      // why there are no samples ("" when there are)
 };
 
 // NVML's clock-limiting reasons (a bit mask, nvmlClocksEventReasons) as short names, in bit order: "idle",

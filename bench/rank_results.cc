@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "comm/rank_agreement.h"
+#include "core/cuda_devices.h"
 
 namespace zb {
 
@@ -88,6 +89,20 @@ void summarise_steps(const RankSteps& steps, RankResult& r) {
   r.tokens_per_sec = r.step_ms_mean > 0 ? steps.tokens_per_step / (r.step_ms_mean / 1e3) : 0;
 }
 
+RankResult own_rank_result(int rank, const std::string& host, Device device, const RankSteps& steps,
+                           double device_peak_bytes, double resident_bytes, const GpuTelemetry& telemetry) {
+  RankResult r;
+  r.rank = rank;
+  r.host = host;
+  r.gpu_index = device.is_cuda() ? device.index : -1;
+  r.gpu_name = device.is_cuda() ? cuda_device_name(device.index) : "CPU";
+  summarise_steps(steps, r);
+  r.gpu_peak_gb = device_peak_bytes / 1e9;
+  r.host_rss_gb = resident_bytes / 1e9;
+  r.telemetry = telemetry.summary();
+  return r;
+}
+
 nlohmann::ordered_json to_json(const RankResult& r) {
   nlohmann::ordered_json j;
   j["rank"] = r.rank;
@@ -130,7 +145,8 @@ RankResult rank_result_from_json(const nlohmann::ordered_json& j) {
   t.sm_clock_mhz = read_optional(j, "sm_clock_mhz_median");
   t.power_w = read_optional(j, "power_w_median");
   t.power_limit_w = read_optional(j, "power_limit_w");
-  for (const auto& [name, share] : j.at("clock_limit_reasons").items()) t.limit_reasons.push_back({name, share.get<double>()});
+  for (const auto& [name, share] : j.at("clock_limit_reasons").items())
+    t.limit_reasons.push_back({name, share.get<double>()});
   t.samples = j.at("telemetry_samples").get<int>();
   t.unavailable = j.at("telemetry_unavailable").get<std::string>();
   return r;
@@ -220,8 +236,8 @@ std::string format_ranks(const std::vector<RankResult>& ranks) {
                 spread.step_spread_pct, spread.busy_spread_pct, spread.slowest_rank);
   out += line;
   for (const NodeThroughput& node : node_throughputs(ranks)) {
-    out += " | " + node.host + ": " + std::to_string(node.ranks.size()) + " rank(s), " + thousands(node.tokens_per_sec) +
-           " tok/s";
+    out += " | " + node.host + ": " + std::to_string(node.ranks.size()) + " rank(s), " +
+           thousands(node.tokens_per_sec) + " tok/s";
   }
   if (spread.flagged) out += "\nWARNING: " + spread.note;
   return out;

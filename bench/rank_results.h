@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/gpu_telemetry.h"
+#include "core/device.h"
 #include "engine/trainer.h"
 
 namespace zb {
@@ -30,7 +31,7 @@ struct RankResult {
   int gpu_index = -1;  // the CUDA device ordinal the rank used; -1 on the CPU backend
   std::string gpu_name;
   double step_ms_mean = 0, step_ms_p50 = 0, step_ms_p90 = 0;
-  double busy_ms = 0;  // mean per step: the step time less the time compute waited for communication
+  double busy_ms = 0;         // mean per step: the step time less the time compute waited for communication
   double tokens_per_sec = 0;  // this rank's tokens over its step time
   double gpu_peak_gb = 0, host_rss_gb = 0;
   GpuTelemetrySummary telemetry;
@@ -53,6 +54,11 @@ struct RankSteps {
 };
 // Fills the step fields of `result` (mean, p50, p90, busy, tokens/s); no steps leave them 0.
 void summarise_steps(const RankSteps& steps, RankResult& result);
+
+// This rank's result: its place (rank, host, the device it used), its steps, its peak device memory and
+// resident set in bytes, and what its GPU's telemetry saw.
+RankResult own_rank_result(int rank, const std::string& host, Device device, const RankSteps& steps,
+                           double device_peak_bytes, double resident_bytes, const GpuTelemetry& telemetry);
 
 // Every rank's result, in rank order, on every rank (collective).
 std::vector<RankResult> gather_rank_results(const RankAgreement& agreement, const RankResult& mine);
@@ -77,7 +83,7 @@ struct RankSpread {
   double busy_spread_pct = 0;  // the same of their busy times
   int slowest_rank = 0;        // by busy time (see the top of this file), or step time where that differs more
   int fastest_rank = 0;
-  bool flagged = false;        // either spread above kRankSpreadFlagPct
+  bool flagged = false;  // either spread above kRankSpreadFlagPct
   // When flagged: "rank 3 is 7.1% slower than rank 0: SM clock 1,410 MHz against 1,590, power cap (96% of
   // samples)"; else empty.
   std::string note;

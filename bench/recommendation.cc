@@ -22,10 +22,8 @@ std::string first_line(const std::string& message, const char* otherwise) {
   return line.empty() ? otherwise : line;
 }
 
-// A run's noise: the standard deviation of its step times over its mean (0 where it was not measured).
 double relative_spread(const BenchRecord& r) {
-  if (!r.step_time_stddev_ms || !r.avg_step_time_ms || *r.avg_step_time_ms <= 0) return 0;
-  return *r.step_time_stddev_ms / *r.avg_step_time_ms;
+  return relative_step_spread(r.step_time_stddev_ms, r.avg_step_time_ms);
 }
 
 // Less machinery: no offload before offload, then the lower stage ("simpler is better when you have memory
@@ -88,8 +86,11 @@ std::optional<size_t> recommend(std::vector<BenchRecord>& records, std::optional
         const double more = *r.gpu_peak_gb - *b.gpu_peak_gb;
         r.recommendation += more >= 0 ? format(", %.3g GB more memory", more) : format(", %.3g GB less memory", -more);
       }
-      if (tied_with_fastest(i)) r.recommendation += format("; a tie: within the step-time spread (%.1f%%)",
-                                                           100.0 * std::max(relative_spread(r), relative_spread(b)));
+      if (tied_with_fastest(i)) {
+        // (The spread that made it a tie: of this run and the fastest.)
+        r.recommendation += format("; a tie: within the step-time spread (%.1f%%)",
+                                   100.0 * std::max(relative_spread(r), relative_spread(records[*fastest])));
+      }
     }
     if (barely_fits(r)) {
       r.recommendation += format("; barely fits (%.0f%% of GPU memory)", 100.0 * *r.gpu_peak_gb / *gpu_capacity_gb);

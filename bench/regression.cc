@@ -15,8 +15,8 @@ namespace {
 using Json = nlohmann::json;
 
 // The fields a baseline record must hold: its identity, its outcome and what is compared.
-constexpr const char* kIdentity[] = {"model", "stage", "strategy", "world_size", "batch_size", "seq_length",
-                                     "grad_accum", "dtype", "status"};
+constexpr const char* kIdentity[] = {"model",      "stage",      "strategy", "world_size", "batch_size",
+                                     "seq_length", "grad_accum", "dtype",    "status"};
 constexpr const char* kCompared[] = {"throughput_tokens_per_sec", "gpu_peak_gb"};
 
 std::string key_of(const Json& j) {
@@ -28,12 +28,6 @@ std::string key_of(const Json& j) {
 std::optional<double> number(const Json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
   return j[key].get<double>();
-}
-
-// A run's noise: the standard deviation of its step times over its mean (0 where either is missing).
-double relative_spread(const std::optional<double>& stddev_ms, const std::optional<double>& mean_ms) {
-  if (!stddev_ms || !mean_ms || *mean_ms <= 0) return 0;
-  return *stddev_ms / *mean_ms;
 }
 
 std::string fixed(double value) {
@@ -117,12 +111,14 @@ Baseline::Report Baseline::compare(const std::vector<BenchRecord>& current, doub
     row.now_tokens_per_sec = record.throughput_tokens_per_sec;
     row.baseline_peak_gb = number(then, "gpu_peak_gb");
     row.now_peak_gb = record.gpu_peak_gb;
-    row.noise_pct = 100.0 * std::max(relative_spread(number(then, "step_time_stddev_ms"), number(then, "avg_step_time_ms")),
-                                     relative_spread(record.step_time_stddev_ms, record.avg_step_time_ms));
+    row.noise_pct =
+        100.0 * std::max(relative_step_spread(number(then, "step_time_stddev_ms"), number(then, "avg_step_time_ms")),
+                         relative_step_spread(record.step_time_stddev_ms, record.avg_step_time_ms));
     std::vector<std::string> found;
     const bool was_ok = then.value("status", "") == "ok";
     if (was_ok && !record.ok()) {
-      found.push_back(cat("status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
+      found.push_back(
+          cat("status ", record.status, " (baseline: ok)", record.error.empty() ? "" : ": " + record.error));
     } else {
       const auto old_rate = row.baseline_tokens_per_sec, new_rate = row.now_tokens_per_sec;
       const double threshold = std::max(allowed, row.noise_pct / 100.0);

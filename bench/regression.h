@@ -38,7 +38,7 @@ class Baseline {
     std::string verdict;   // "ok", "REGRESSION: ..." (what regressed)
   };
   struct Report {
-    std::vector<std::string> regressions;  // each names the configuration, the metric and both values
+    std::vector<std::string> regressions;              // each names the configuration, the metric and both values
     std::vector<std::string> only_now, only_baseline;  // configurations on one side only (keys)
     std::vector<Row> rows;
   };

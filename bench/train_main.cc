@@ -76,15 +76,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   }
   telemetry.stop();
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
-  zb::RankResult mine;
-  mine.rank = world.rank();
-  mine.host = world.host_name();
-  mine.gpu_index = run.device.is_cuda() ? run.device.index : -1;
-  mine.gpu_name = device_name;
-  zb::summarise_steps(summarised, mine);
-  mine.gpu_peak_gb = double(allocator.total().peak) / 1e9;
-  mine.host_rss_gb = zb::resident_set_bytes() / 1e9;
-  mine.telemetry = telemetry.summary();
+  const zb::RankResult mine = zb::own_rank_result(world.rank(), world.host_name(), run.device, summarised,
+                                                  double(allocator.total().peak), zb::resident_set_bytes(), telemetry);
   print(zb::format_ranks(zb::gather_rank_results(agreement, mine)));
   if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
   if (run.device.is_cuda()) print(zb::cat("pass replay (CUDA graphs): ", trainer.pass_replay().describe()));

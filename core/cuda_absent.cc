@@ -6,14 +6,28 @@
 
 namespace zb {
 
-int cuda_device_count() { return 0; }
-std::string cuda_device_name(int) { return {}; }
-size_t cuda_device_memory_bytes(int) { return 0; }
-std::string cuda_device_pci_bus_id(int) { return {}; }
-std::string cuda_driver_version() { return {}; }
-std::string cuda_runtime_version() { return {}; }
+int cuda_device_count() {
+  return 0;
+}
+std::string cuda_device_name(int) {
+  return {};
+}
+size_t cuda_device_memory_bytes(int) {
+  return 0;
+}
+std::string cuda_device_pci_bus_id(int) {
+  return {};
+}
+std::string cuda_driver_version() {
+  return {};
+}
+std::string cuda_runtime_version() {
+  return {};
+}
 
-void* DeviceMemory::allocate(size_t) { throw Error("this build has no CUDA support (the toolkit was not found)"); }
+void* DeviceMemory::allocate(size_t) {
+  throw Error("this build has no CUDA support (the toolkit was not found)");
+}
 void DeviceMemory::release(void*) noexcept {}
 void* PinnedHostMemory::allocate(size_t) {
   throw Error("this build has no CUDA support (the toolkit was not found)");

@@ -92,11 +92,6 @@ std::vector<bool> speculative_units_for(const TrainingOptions& options, const Pa
   return chosen;
 }
 
-TrainingOptions with_overlap_default(TrainingOptions options) {
-  options.zero.overlap_comm = overlap_comm_default(options.zero, options.offload);
-  return options;
-}
-
 std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend) {
   if (comm) return nullptr;
   return std::make_unique<LocalCommunicator>([&backend](const Tensor& src, Tensor& dst) { backend.copy(src, dst); });
@@ -116,7 +111,7 @@ ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world
 
 Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
                  Communicator* comm)
-    : options_(with_overlap_default(options)),
+    : options_(options),
       backend_(backend),
       allocator_(allocator),
       data_(data),

@@ -50,12 +50,6 @@ struct TrainingOptions {
 // Where a rank of `world` holds the weights, gradients and optimizer state that `options` ask for.
 ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world);
 
-// overlap_comm as asked, or by default on (see ZeroConfig::overlaps), with offload too (whose gradients go to
-// the host as backward finishes them, after their reduction).
-inline bool overlap_comm_default(const ZeroConfig& zero, OffloadStrategy /*offload*/) {
-  return zero.overlap_comm.value_or(true);
-}
-
 struct StepStats {
   int64_t step = 0;          // 1-based
   double loss = 0;           // mean over the step's tokens on all ranks

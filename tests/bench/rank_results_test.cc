@@ -1,10 +1,11 @@
 // Per-rank results: the step statistics of one rank, the grouping of ranks into hosts (node_throughput), the
 // spread over ranks and its flag naming the slow rank and why, the JSON round trip that gathers them, and the
 // NVML telemetry's names and behaviour without a GPU.
+#include "bench/rank_results.h"
+
 #include <gtest/gtest.h>
 
 #include "bench/gpu_telemetry.h"
-#include "bench/rank_results.h"
 
 namespace zb::test {
 namespace {
@@ -43,7 +44,7 @@ TEST(RankSteps, WithOffloadTheWaitForTheRanksOwnHostUpdateCountsAsBusy) {
   RankSteps steps;
   StepStats s;
   s.seconds = 0.5;
-  s.comm.exposed_ms = 300;        // compute waited for the new weights to come up ...
+  s.comm.exposed_ms = 300;         // compute waited for the new weights to come up ...
   s.offload.update_wait_ms = 220;  // ... 220 ms of it for this rank's own CPU optimizer
   s.tokens = 2048;
   steps.add(s, 1);

@@ -55,9 +55,9 @@ TEST(ReadmeCommands, EveryCommandWithoutAGpuRunsAsWritten) {
     if (command.find("--num-steps") == std::string::npos && command.find("_bench") != std::string::npos)
       command += " --num-steps " + steps + " --warmup-steps 1";
     TempDir dir;
-    const ProgramResult r = run_command("cd " + dir.path().string() +
-                                        " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
-                                        command);
+    const ProgramResult r =
+        run_command("cd " + dir.path().string() +
+                    " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " + command);
     EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
   }
 }

@@ -22,7 +22,8 @@ BenchRecord measured(int stage, const std::string& strategy, double tokens_per_s
 
 TEST(Recommendation, TheFastestWinsWhenItsLeadIsAboveTheNoise) {
   // Stage 3 is 5% faster; the step times vary by 1%.
-  std::vector<BenchRecord> records = {measured(1, "none", 100'000, 200, 2, 60), measured(3, "none", 105'000, 190, 1.9, 40)};
+  std::vector<BenchRecord> records = {measured(1, "none", 100'000, 200, 2, 60),
+                                      measured(3, "none", 105'000, 190, 1.9, 40)};
   EXPECT_EQ(recommend(records, 141.0), std::optional<size_t>(1));
   EXPECT_EQ(records[1].recommendation, "OPTIMAL");
   EXPECT_EQ(records[0].recommendation, "4.8% slower, 20 GB more memory");
@@ -30,7 +31,8 @@ TEST(Recommendation, TheFastestWinsWhenItsLeadIsAboveTheNoise) {
 
 TEST(Recommendation, WithinTheNoiseTheSimplerConfigurationIsRecommended) {
   // Stage 3 is 1.4% faster, but the step times vary by 2%: a tie, and stage 1 is simpler.
-  std::vector<BenchRecord> records = {measured(1, "none", 43'396, 189, 3.8, 57), measured(3, "none", 44'000, 186, 3.7, 39)};
+  std::vector<BenchRecord> records = {measured(1, "none", 43'396, 189, 3.8, 57),
+                                      measured(3, "none", 44'000, 186, 3.7, 39)};
   EXPECT_EQ(recommend(records, 141.0), std::optional<size_t>(0));
   EXPECT_EQ(records[0].recommendation,
             "OPTIMAL (a tie: stage 3 is 1.4% faster, within the step-time spread; this one is simpler)");
@@ -49,7 +51,8 @@ TEST(Recommendation, NoOffloadIsSimplerThanAnyOffloadAndABarelyFittingTieIsPasse
 }
 
 TEST(Recommendation, WithoutMeasuredSpreadThereIsNoTie) {
-  std::vector<BenchRecord> records = {measured(1, "none", 100'000, 200, 0, 60), measured(2, "none", 100'100, 199.8, 0, 50)};
+  std::vector<BenchRecord> records = {measured(1, "none", 100'000, 200, 0, 60),
+                                      measured(2, "none", 100'100, 199.8, 0, 50)};
   EXPECT_EQ(recommend(records, std::nullopt), std::optional<size_t>(1));
 }
 
@@ -62,7 +65,8 @@ TEST(Recommendation, FailuresSayHowAndWhy) {
   interrupted.status = "interrupted";
   std::vector<BenchRecord> records = {oom, error, interrupted};
   EXPECT_EQ(recommend(records, 80.0), std::nullopt);
-  EXPECT_EQ(records[0].recommendation, "does not fit: rank 0: out of GPU memory on cuda:0: optimizer_state needs 1.2 GiB more");
+  EXPECT_EQ(records[0].recommendation,
+            "does not fit: rank 0: out of GPU memory on cuda:0: optimizer_state needs 1.2 GiB more");
   EXPECT_EQ(records[1].recommendation, "error: nvme: No space left on device");
   EXPECT_EQ(records[2].recommendation, "not measured: interrupted");
 }

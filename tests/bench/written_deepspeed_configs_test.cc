@@ -34,9 +34,9 @@ TEST(WrittenDeepSpeedConfigs, EveryRecommendableConfigurationLoadsInDeepSpeed) {
                 o.nvme_path = "/mnt/nvme/zb";
                 o.dtype = dtype;
                 o.optimizer.kind = optimizer;
-                const std::string label = cat("stage ", stage, ", ", offload_spec_name(strategy, ratio), ", ",
-                                              dtype_name(dtype), ", ", optimizer_kind_name(optimizer), ", accum ",
-                                              accum, ", world ", world);
+                const std::string label =
+                    cat("stage ", stage, ", ", offload_spec_name(strategy, ratio), ", ", dtype_name(dtype), ", ",
+                        optimizer_kind_name(optimizer), ", accum ", accum, ", world ", world);
                 const nlohmann::json config = deepspeed_config_json(deepspeed_settings(o));
                 test::expect_deepspeed_accepts(config, world, label);
                 // Dropped where DeepSpeed cannot take it, and said so.
