@@ -147,6 +147,20 @@ void write_on_host(const std::vector<float>& values, Tensor& weights) {
 
 }  // namespace
 
+void ParameterStore::draw_initial_values(Backend& backend, size_t u, uint64_t seed, int64_t begin, Tensor& out) const {
+  backend.fill_zero(out);  // alignment gaps, padding rows, zero-initialised tensors, the shard past the unit's end
+  const int64_t end = std::min(begin + out.numel(), layout_.unit(u).numel);
+  if (end <= begin) return;
+  for (const InitialFill& fill : layout_.initial_fills(u, begin, end)) {
+    Tensor part = out.flat_slice(fill.first - begin, fill.first - begin + fill.count);
+    if (fill.init == InitKind::ones) {
+      backend.fill_value(part, 1.0);
+    } else {
+      backend.fill_normal(part, seed, fill.stream, fill.element, fill.std);
+    }
+  }
+}
+
 void ParameterStore::initialize(Backend& backend, uint64_t seed) {
   for (size_t u = 0; u < units_.size(); ++u) {
     // The weights this rank holds (the whole unit, or its shard) are computed once in fp32 on the host and
@@ -155,14 +169,14 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
     const bool whole = units_[u].whole_params;
     const int64_t begin = whole ? 0 : shard_begin(u);
     Tensor weights = whole ? params(u) : param_shard(u);
-    std::vector<float> values = initial_unit_values(layout_, u, seed, begin, weights.numel());
     if (geometry_.params_on_host) {  // (and so is the optimizer state: nothing else to set here)
-      write_on_host(values, weights);
+      write_on_host(initial_unit_values(layout_, u, seed, begin, weights.numel()), weights);
       continue;
     }
+    // Drawn on the device: a host would take most of a minute for a 7B model on every rank.
     Buffer staging = allocator_.allocate(weights.shape, DType::f32, MemoryPool::workspace);
     Tensor staged = staging.view(weights.shape, DType::f32);
-    backend.copy(Tensor(values.data(), weights.shape, DType::f32, Device::cpu()), staged);
+    draw_initial_values(backend, u, seed, begin, staged);
     if (weights.dtype == DType::f32) {
       backend.copy(staged, weights);
     } else {

@@ -133,6 +133,9 @@ class ParameterStore {
     Buffer params, grads, master, m, v;  // sized whole or shard as the stage says
   };
   Tensor state_view(const Buffer& b, size_t u) const;
+  // Elements [begin, begin + out.numel()) of unit u's initial weights (as initial_unit_values), drawn by the
+  // backend into out (fp32, on its device).
+  void draw_initial_values(Backend& backend, size_t u, uint64_t seed, int64_t begin, Tensor& out) const;
 
   const ParameterLayout& layout_;
   TrackingAllocator& allocator_;  // for initialize's fp32 staging

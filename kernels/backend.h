@@ -69,6 +69,12 @@ class Backend {
   // dst = src converted to dst's dtype (equal element counts, both on this backend's device).
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void fill_zero(Tensor& t) = 0;
+  // Initial values drawn where the tensor lives: t[i] = std * random_normal(seed, stream, first + i)
+  // (core/random.h) rounded to t's dtype, the values any other device draws for those indices (up to the
+  // last bit of its libm's log and cos).
+  virtual void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) = 0;
+  // t[i] = value, rounded to t's dtype.
+  virtual void fill_value(Tensor& t, double value) = 0;
   // Waits until all work issued so far on the main sequence has finished (see begin_aside).
   virtual void synchronize() = 0;
   // Marks the current point of the work; elapsed_ms waits for `end` and returns the time between the two.

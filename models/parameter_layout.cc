@@ -104,21 +104,29 @@ int64_t ParameterLayout::total_numel() const {
   return total;
 }
 
-void ParameterLayout::initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const {
+std::vector<InitialFill> ParameterLayout::initial_fills(size_t unit_index, int64_t begin, int64_t end) const {
   const ParameterUnit& u = units_.at(unit_index);
   ZB_CHECK(0 <= begin && begin <= end && end <= u.numel, "range [", begin, ", ", end, ") of unit ", u.name);
-  std::fill(out, out + (end - begin), 0.0f);  // alignment gaps and padding rows stay zero
+  std::vector<InitialFill> fills;
   for (size_t t = 0; t < u.tensors.size(); ++t) {
     const ParameterTensor& tensor = u.tensors[t];
+    if (tensor.init == InitKind::zeros) continue;
     const int64_t row = tensor.shape.rank() > 1 ? tensor.shape[1] : 1;
     const int64_t first = std::max(begin, tensor.offset);
     const int64_t last = std::min(end, tensor.offset + tensor.initialised_rows * row);
-    const uint64_t stream = (static_cast<uint64_t>(unit_index) << 16) | t;
-    for (int64_t i = first; i < last; ++i) {
-      const int64_t element = i - tensor.offset;
-      out[i - begin] = tensor.init == InitKind::ones     ? 1.0f
-                       : tensor.init == InitKind::normal ? float(tensor.init_std * random_normal(seed, stream, element))
-                                                         : 0.0f;
+    if (first >= last) continue;
+    fills.push_back({first, last - first, tensor.init, tensor.init_std, (static_cast<uint64_t>(unit_index) << 16) | t,
+                     first - tensor.offset});
+  }
+  return fills;
+}
+
+void ParameterLayout::initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const {
+  std::fill(out, out + (end - begin), 0.0f);  // alignment gaps and padding rows stay zero
+  for (const InitialFill& fill : initial_fills(unit_index, begin, end)) {
+    float* to = out + (fill.first - begin);
+    for (int64_t i = 0; i < fill.count; ++i) {
+      to[i] = fill.init == InitKind::ones ? 1.0f : float(fill.std * random_normal(seed, fill.stream, fill.element + i));
     }
   }
 }

@@ -26,6 +26,18 @@ struct ParameterTensor {
   int64_t numel() const { return shape.numel(); }
 };
 
+// A stretch of a unit's initial values that one rule fills: elements [first, first + count) of the unit's flat
+// buffer hold `value` (InitKind::ones), or std * random_normal(seed, stream, element + i) for the i-th of them
+// (InitKind::normal; core/random.h), so that any slice of a tensor is drawn on its own.
+struct InitialFill {
+  int64_t first = 0;
+  int64_t count = 0;
+  InitKind init = InitKind::zeros;
+  double std = 0.0;
+  uint64_t stream = 0;
+  int64_t element = 0;  // the first value's index within its tensor
+};
+
 struct ParameterUnit {
   std::string name;  // "embeddings", "block.3", "final"
   std::vector<ParameterTensor> tensors;
@@ -58,6 +70,9 @@ class ParameterLayout {
   // Writes elements [begin, end) of unit `unit_index`'s flat buffer as initialised under `seed` into out
   // (fp32, end - begin elements). Any range gives the values the whole buffer would hold there.
   void initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const;
+  // The same values as a list of fills, for a device to compute where they are needed: elements
+  // [begin, end) of the unit are zero except for these stretches.
+  std::vector<InitialFill> initial_fills(size_t unit_index, int64_t begin, int64_t end) const;
 
  private:
   TransformerConfig config_;

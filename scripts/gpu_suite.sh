@@ -13,6 +13,8 @@
 #   offload   offload_bench for each of OFFLOAD_CASES (MODEL:BATCH:RANKS; default "llama-2-7b:2:1 llama-2-13b:2:1
 #             llama-2-13b:2:GPUS"), strategies none cpu_optimizer cpu_full, OFFLOAD_STEPS timed (default 4) after 2
 #   scaling   zero_bench stages 1-3 on 1, 2, 4, ... GPUs for each of SCALING_CASES (default "gpt2-xl:8 llama-2-7b:2")
+#   efficiency  ROUNDS (default 2) alternating rounds of one GPU's best (stages 0 and 1) and GPUS GPUs' stages 1
+#             and 2, for each of SCALING_CASES: the scaling efficiency against one GPU's best on the same host
 # GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,25 @@ shift
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)} steps=${STEPS:-20} warmup=${WARMUP:-5}
 mkdir -p "$out"
 mpi=(mpirun --bind-to none --oversubscribe)
+
+# Each program runs as a background job that the script waits for, so that a TERM (a `timeout` around the script)
+# reaches the program at once and ends it with the script: a program left running would hold its GPUs and CPUs
+# through the next parts and skew them.
+child=
+on_term() {
+  [[ -n $child ]] && kill -TERM "$child" 2> /dev/null
+  wait
+  exit 143
+}
+trap on_term TERM INT
+launch() {
+  "$@" &
+  child=$!
+  wait "$child"
+  local rc=$?
+  child=
+  return $rc
+}
 reference=scripts/reference/torch_reference.py
 
 # torch_reference.py knows the Llama models by their short names.
@@ -37,7 +58,7 @@ run_build() {
 }
 
 run_gtests() {
-  "${mpi[@]}" -np "$gpus" build-gpu/bin/cuda_zero_test --gtest_filter="${GTEST_FILTER:-CudaZeroPipelined*}" \
+  launch "${mpi[@]}" -np "$gpus" build-gpu/bin/cuda_zero_test --gtest_filter="${GTEST_FILTER:-CudaZeroPipelined*}" \
     > "$out/gtests.log" 2>&1
   grep -E "OK \]|FAILED|PASSED|Failure|Expected|which is" "$out/gtests.log" | sort | uniq -c | head -30
 }
@@ -47,7 +68,7 @@ run_zero() {
     local model=${c%%:*} batch=${c##*:}
     local dir="$out/zero_${model}_b${batch}_np${gpus}${LABEL:+_$LABEL}"
     # shellcheck disable=SC2086
-    "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+    launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
       --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" ${ZERO_ARGS:-} > "$dir.log" 2>&1 \
       || tail -5 "$dir.log"
   done
@@ -57,7 +78,7 @@ run_torch() {
   for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
     local model=${c%%:*} batch=${c##*:}
     for mode in ${TORCH_MODES-fsdp ddp}; do
-      PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
+      PYTHONUNBUFFERED=1 launch torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
         -B "$batch" -T 1024 --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
         > "$out/torch_${model}_b${batch}_${mode}_np${gpus}.json" 2> "$out/torch_${model}_b${batch}_${mode}_np${gpus}.err"
     done
@@ -68,7 +89,7 @@ run_offload() {
   for c in ${OFFLOAD_CASES:-llama-2-7b:2:1 llama-2-13b:2:1 llama-2-13b:2:$gpus}; do
     IFS=: read -r model batch ranks <<< "$c"
     local dir="$out/offload_${model}_b${batch}_np${ranks}"
-    "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+    launch "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
       --num-steps "${OFFLOAD_STEPS:-4}" --warmup-steps 2 --output-dir "$dir" > "$dir.log" 2>&1 || tail -5 "$dir.log"
   done
 }
@@ -81,10 +102,26 @@ run_scaling() {
       local stages="1 2 3" dir="$out/scaling_${model}_b${batch}_np${n}"
       ((n == 1)) && stages=1
       # shellcheck disable=SC2086
-      "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+      launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
         --num-steps "$steps" --warmup-steps "$warmup" --stages $stages --output-dir "$dir" ${ZERO_ARGS:-} \
         > "$dir.log" 2>&1 || tail -5 "$dir.log"
       n=$((n * 2))
+    done
+  done
+}
+
+run_efficiency() {
+  for c in ${SCALING_CASES:-gpt2-xl:8 llama-2-7b:2}; do
+    local model=${c%%:*} batch=${c##*:}
+    for ((round = 1; round <= ${ROUNDS:-2}; ++round)); do
+      for n in 1 "$gpus"; do
+        local stages="1 2" dir="$out/efficiency_${model}_b${batch}_np${n}_round${round}"
+        ((n == 1)) && stages="0 1"
+        # shellcheck disable=SC2086
+        launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+          --num-steps "$steps" --warmup-steps "$warmup" --stages $stages --output-dir "$dir" ${ZERO_ARGS:-} \
+          > "$dir.log" 2>&1 || tail -5 "$dir.log"
+      done
     done
   done
 }
@@ -97,7 +134,8 @@ for part in "$@"; do
     torch) run_torch ;;
     offload) run_offload ;;
     scaling) run_scaling ;;
-    *) echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling)" >&2; exit 2 ;;
+    efficiency) run_efficiency ;;
+    *) echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling, efficiency)" >&2; exit 2 ;;
   esac
 done
 echo "---"

@@ -1,10 +1,12 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 
+#include "core/random.h"
 #include "kernels/clip_factor.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/op_checks.h"
@@ -70,6 +72,19 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
 void CpuBackend::fill_zero(Tensor& t) {
   checks::on_device(t, kCpu, "fill_zero target");
   if (t.bytes()) std::memset(t.data, 0, t.bytes());
+}
+
+void CpuBackend::fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) {
+  checks::on_device(t, kCpu, "fill_normal target");
+  dispatch_real(t.dtype, [&]<typename T>() {
+    T* out = t.as<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = T(std * random_normal(seed, stream, uint64_t(first + i)));
+  });
+}
+
+void CpuBackend::fill_value(Tensor& t, double value) {
+  checks::on_device(t, kCpu, "fill_value target");
+  dispatch_real(t.dtype, [&]<typename T>() { std::fill(t.as<T>(), t.as<T>() + t.numel(), T(value)); });
 }
 
 std::unique_ptr<TimingEvent> CpuBackend::record_event() { return std::make_unique<HostTimingEvent>(); }

@@ -13,6 +13,8 @@ class CpuBackend : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_zero(Tensor& t) override;
+  void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) override;
+  void fill_value(Tensor& t, double value) override;
   void synchronize() override {}
   std::unique_ptr<TimingEvent> record_event() override;
   double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override;

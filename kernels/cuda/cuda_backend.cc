@@ -139,6 +139,16 @@ void CudaBackend::fill_zero(Tensor& t) {
   if (t.bytes()) ZB_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
 }
 
+void CudaBackend::fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) {
+  checks::on_device(t, device(), "fill_normal target");
+  dispatch(t.dtype, [&]<typename T>() { cuda::fill_normal<T>(t.as<T>(), t.numel(), seed, stream, first, std, stream_); });
+}
+
+void CudaBackend::fill_value(Tensor& t, double value) {
+  checks::on_device(t, device(), "fill_value target");
+  dispatch(t.dtype, [&]<typename T>() { cuda::fill_value<T>(t.as<T>(), t.numel(), float(value), stream_); });
+}
+
 void CudaBackend::synchronize() { ZB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 // Thread-local capture mode: a call from this thread that cannot be captured (an allocation, a wait for the

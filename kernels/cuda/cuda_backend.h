@@ -91,6 +91,8 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_zero(Tensor& t) override;
+  void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) override;
+  void fill_value(Tensor& t, double value) override;
   void synchronize() override;
   // The main stream's work captured into a CUDA graph (ZB_PASS_RECORDING=eager: none).
   bool can_record() const override { return pass_recording_ == PassRecording::graphs; }

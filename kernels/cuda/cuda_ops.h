@@ -22,6 +22,12 @@ struct Scratch {
 
 template <typename S, typename D>
 void convert(const S* src, D* dst, int64_t n, cudaStream_t stream);
+// out[i] = std * random_normal(seed, random_stream, first + i) (core/random.h), rounded to T.
+template <typename T>
+void fill_normal(T* out, int64_t n, uint64_t seed, uint64_t random_stream, int64_t first, double std,
+                 cudaStream_t stream);
+template <typename T>
+void fill_value(T* out, int64_t n, float value, cudaStream_t stream);
 
 template <typename T>
 void embedding_forward(const int32_t* ids, const T* table, T* out, int64_t n, int64_t c, bool accumulate,

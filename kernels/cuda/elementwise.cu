@@ -1,5 +1,6 @@
 // Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU and the residual add. Memory-bound:
 // each thread moves 16-byte vectors when the sizes and pointers allow, one element otherwise.
+#include "core/random.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -84,6 +85,19 @@ __device__ __forceinline__ SwigluGrad swiglu_grad(float g, float gate, float up)
 template <typename S, typename D>
 void convert(const S* src, D* dst, int64_t n, cudaStream_t stream) {
   launch_for_each<1>(n, stream, [=] __device__(int64_t i) { dst[i] = from_float<D>(to_float(src[i])); });
+}
+
+template <typename T>
+void fill_normal(T* out, int64_t n, uint64_t seed, uint64_t random_stream, int64_t first, double std,
+                 cudaStream_t stream) {
+  launch_for_each<1>(n, stream, [=] __device__(int64_t i) {
+    out[i] = from_float<T>(float(std * random_normal(seed, random_stream, uint64_t(first + i))));
+  });
+}
+
+template <typename T>
+void fill_value(T* out, int64_t n, float value, cudaStream_t stream) {
+  launch_for_each<1>(n, stream, [=] __device__(int64_t i) { out[i] = from_float<T>(value); });
 }
 
 template <typename S, typename D>
@@ -180,6 +194,11 @@ ZB_INSTANTIATE(bf16)
 template void add_into<float, float>(const float*, float*, int64_t, cudaStream_t);
 template void add_into<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
 template void add_into<bf16, bf16>(const bf16*, bf16*, int64_t, cudaStream_t);
+
+template void fill_normal<float>(float*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
+template void fill_normal<bf16>(bf16*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
+template void fill_value<float>(float*, int64_t, float, cudaStream_t);
+template void fill_value<bf16>(bf16*, int64_t, float, cudaStream_t);
 
 template void convert<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
 template void convert<bf16, float>(const bf16*, float*, int64_t, cudaStream_t);

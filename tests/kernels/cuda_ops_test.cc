@@ -444,6 +444,25 @@ TEST_P(CudaRope, ForwardAndBackward) {
   check({1, 5, 3, 3, 10});
 }
 
+// Initial values drawn on the GPU: the CPU's values for the same (seed, stream, first index), at a 64-bit first
+// index and a random offset into the stream, and a constant fill.
+TEST_P(CudaOps, InitialValuesAreTheCpusDraws) {
+  const int64_t n = 10'001;
+  const uint64_t seed = rnd.seed(), stream = (uint64_t(rnd.ids(1, 1 << 20)[0]) << 16) | 3;
+  for (const int64_t first : {int64_t(rnd.ids(1, 1 << 30)[0]), int64_t(5) << 33}) {
+    SCOPED_TRACE(cat("first index ", first));
+    std::vector<float> ref(n);
+    cpu.fill_normal(out(view(ref, {n})), seed, stream, first, 0.02);
+    Tensor g = poisoned({n}, dt());
+    gpu->fill_normal(g, seed, stream, first, 0.02);
+    expect_close(g, ref, "fill_normal");
+  }
+  std::vector<float> ones(n, 1.0f);
+  Tensor g = poisoned({n}, dt());
+  gpu->fill_value(g, 1.0);
+  expect_close(g, ones, "fill_value");
+}
+
 // f = 72 takes 16-byte vectors in SwiGLU; f = 20 takes them in fp32 only (5 vectors of 4), not in bf16.
 TEST_P(CudaOps, Activations) {
   for (const int64_t f : {72, 20}) {
