@@ -2,8 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+
+#include "core/strings.h"
 
 namespace zb {
 
@@ -20,6 +23,19 @@ void* DeviceMemory::allocate(size_t bytes) {
 }
 
 void DeviceMemory::release(void* ptr) noexcept { cudaFree(ptr); }
+
+std::string DeviceMemory::availability(size_t allocated_here) const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  constexpr double kGiB = double(1ull << 30);
+  const double elsewhere = double(total_bytes) - double(free_bytes) - double(allocated_here);
+  return cat("the GPU has ", double(free_bytes) / kGiB, " of ", double(total_bytes) / kGiB, " GiB free; ",
+             std::max(elsewhere, 0.0) / kGiB,
+             " GiB are held outside this run's tensors (the CUDA context, library workspaces, other programs)");
+}
 
 void* PinnedHostMemory::allocate(size_t bytes) {
   constexpr size_t kPage = 4096;

@@ -13,6 +13,7 @@ class DeviceMemory final : public RawMemory {
   void release(void* ptr) noexcept override;
   Device device() const override { return Device::cuda(ordinal_); }
   const char* kind() const override { return "GPU"; }
+  std::string availability(size_t allocated_here) const override;
 
  private:
   int ordinal_;

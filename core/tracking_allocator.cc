@@ -60,9 +60,10 @@ Buffer TrackingAllocator::allocate(size_t bytes, MemoryPool pool) {
   }
   void* data = bytes ? memory_->allocate(bytes) : nullptr;
   if (bytes && !data) {
+    const std::string available = memory_->availability(total_.current);
     throw OutOfMemory(cat("out of ", memory_->kind(), " memory on ", memory_->device().to_string(), ": ",
                           memory_pool_name(pool), " needs ", bytes / kGiB, " GiB more, ", total_.current / kGiB,
-                          " GiB in use"));
+                          " GiB in use", available.empty() ? "" : "; ", available));
   }
   auto& p = pools_[static_cast<int>(pool)];
   p.current += bytes;

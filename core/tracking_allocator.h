@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "core/device.h"
 #include "core/memory_pool.h"
@@ -25,6 +26,13 @@ class RawMemory {
   virtual void release(void* ptr) noexcept = 0;
   virtual Device device() const = 0;
   virtual const char* kind() const = 0;  // "host", "pinned host", "device": for error messages
+  // What the memory as a whole has left, for an out-of-memory message (empty where nothing useful is known):
+  // a GPU's free and total bytes say whether something outside the allocator (another program, the CUDA
+  // context, library workspaces) holds what was missing.
+  virtual std::string availability(size_t allocated_here) const {
+    (void)allocated_here;
+    return {};
+  }
 };
 
 // Ordinary host memory, aligned (64 bytes for vector loads; 4096 for O_DIRECT buffers).

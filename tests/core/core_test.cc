@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "core/device.h"
 #include "core/random.h"
+#include "core/strings.h"
 #include "core/tensor.h"
 #include "core/tracking_allocator.h"
 
@@ -52,6 +55,41 @@ TEST(TrackingAllocator, LimitThrowsOutOfMemoryAndStaysUsable) {
   a.reset();
   Buffer b = allocator.allocate(4000, MemoryPool::gradients);
   EXPECT_FALSE(b.empty());
+}
+
+// A memory that runs out after `capacity` bytes and says what it has left, as a GPU does.
+class SmallMemory final : public RawMemory {
+ public:
+  explicit SmallMemory(size_t capacity) : capacity_(capacity) {}
+  void* allocate(size_t bytes) override {
+    if (used_ + bytes > capacity_) return nullptr;
+    used_ += bytes;
+    return std::malloc(bytes);
+  }
+  void release(void* ptr) noexcept override { std::free(ptr); }
+  Device device() const override { return Device::cuda(0); }
+  const char* kind() const override { return "GPU"; }
+  std::string availability(size_t allocated_here) const override {
+    return cat(capacity_ - used_, " bytes free, ", used_ - allocated_here, " held elsewhere");
+  }
+  size_t used_ = 0;
+
+ private:
+  size_t capacity_;
+};
+
+TEST(TrackingAllocator, OutOfMemorySaysWhatTheMemoryHasLeft) {
+  auto memory = std::make_unique<SmallMemory>(5000);
+  memory->used_ = 1000;  // taken by someone else before this allocator
+  TrackingAllocator allocator(std::move(memory));
+  Buffer a = allocator.allocate(3000, MemoryPool::parameters);
+  try {
+    allocator.allocate(2000, MemoryPool::gradients);
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("gradients needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("; 1000 bytes free, 1000 held elsewhere"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Parsing, DevicesAndDtypes) {
