@@ -110,6 +110,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["cloud_provider"] = e.cloud_provider;
   j["git_commit"] = e.git_commit;
   j["timestamp"] = e.timestamp;
+  j["backend_options"] = e.backend_options;
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (const NodeThroughput& node : r.node_throughput) {
     nodes.push_back({{"host", node.host}, {"ranks", node.ranks}, {"tokens_per_sec", node.tokens_per_sec}});

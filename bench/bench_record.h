@@ -22,6 +22,9 @@ struct RunEnvironment {
   std::string driver_version, cuda_version, nccl_version, mpi_version;
   std::string host_name, machine_name, cloud_provider;  // the last two from MACHINE_NAME, CLOUD_PROVIDER
   std::string git_commit, timestamp;                    // timestamp: ISO 8601, UTC
+  // The GPU backend's choices, "attention=cudnn gemm_algorithms=timed ..." (BackendOptions::summary); empty on
+  // the CPU backend, which has one implementation of each op.
+  std::string backend_options;
 };
 
 struct BenchRecord {
@@ -30,7 +33,7 @@ struct BenchRecord {
   std::string strategy = "none";  // with its offload ratio where below 1: "cpu_optimizer:0.8"
   double offload_ratio = 1.0;     // the share of the optimizer state asked to be offloaded (1 without offload too)
   double offloaded_share = 0.0;   // the share offloaded: whole units stay on the GPU, so it may exceed the ratio
-  int repeat = 1;  // how many times it ran (the step statistics pool every run's timed steps)
+  int repeat = 1;                 // how many times it ran (the step statistics pool every run's timed steps)
   std::string model;
   int64_t parameters = 0;
   int world_size = 1;
@@ -51,7 +54,7 @@ struct BenchRecord {
   std::optional<double> gpu_peak_gb, gpu_allocated_gb, gpu_capacity_gb;
   std::optional<double> parameters_gb, gradients_gb, optimizer_state_gb, activations_gb, workspace_gb;
   std::optional<double> predicted_parameters_gb, predicted_gradients_gb, predicted_optimizer_state_gb;
-  std::optional<double> predicted_activations_gb;  // the model's activation buffers for one micro-batch
+  std::optional<double> predicted_activations_gb;      // the model's activation buffers for one micro-batch
   std::optional<double> cpu_memory_gb, cpu_pinned_gb;  // peak resident set, and the offload's host memory
   std::optional<double> nvme_read_gb, nvme_write_gb, nvme_read_gbps, nvme_write_gbps;  // per step
   std::optional<double> comm_bytes_per_step;                                           // collectives' payload per rank

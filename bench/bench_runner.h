@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "bench/bench_measurements.h"
 #include "bench/bench_record.h"
 #include "bench/gpu_telemetry.h"
 #include "comm/communicator.h"
@@ -26,13 +27,15 @@
 #include "engine/token_source.h"
 #include "engine/trainer.h"
 #include "kernels/backend.h"
+#include "kernels/backend_options.h"
 
 namespace zb {
 
 struct BenchSettings {
   Device device;
-  int64_t num_steps = 20;    // timed steps
-  int64_t warmup_steps = 5;  // before them, not timed
+  BackendOptions backend_options;  // the GPU backend's choices (the programs read them from the environment)
+  int64_t num_steps = 20;          // timed steps
+  int64_t warmup_steps = 5;        // before them, not timed
   int64_t repeat = 1;
   std::optional<double> gpu_hour_usd;
   std::optional<size_t> device_memory_limit;  // bytes of the engine's device allocations (tests)
@@ -74,6 +77,22 @@ class BenchRunner {
   std::string communicator_description() const { return comm_->describe(); }
 
  private:
+  // A configuration's status as the ranks agreed on it (0 ok; larger is worse) and the failing rank's message.
+  struct Outcome {
+    int status = 0;
+    std::string message;
+  };
+  // The configuration's repeats, each with a trainer of its own, until one fails: the timed steps and memory of
+  // those that ran, and the outcome.
+  void run_repeats(const TrainingOptions& options, RunProgress& progress, const std::function<bool()>& interrupted,
+                   const std::function<void(const RunProgress&)>& on_step, Outcome& outcome, TimedSteps& timed,
+                   MeasuredMemory& memory);
+  // Runs body (a failure becomes the outcome: oom or error), then the ranks agree on the worst outcome; a rank
+  // the others do not join within agreement_timeout_s ends the job.
+  void agree(Outcome& outcome, const std::function<void()>& body);
+  // Tests: throws the failure BenchSettings::inject_failure asks for at this step of this rank.
+  void fail_if_injected(const RunProgress& progress) const;
+
   MpiWorld& world_;
   BenchSettings settings_;
   TrackingAllocator allocator_;
@@ -82,12 +101,5 @@ class BenchRunner {
   RankAgreement agreement_;
   GpuTelemetry telemetry_;  // this rank's GPU during the timed steps
 };
-
-// The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights, gradients
-// and optimizer state for `parameters` elements, before padding.
-struct PredictedMemory {
-  double parameters = 0, gradients = 0, optimizer_state = 0;
-};
-PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world);
 
 }  // namespace zb

@@ -8,17 +8,26 @@
 
 #include "core/cuda_devices.h"
 #include "core/errors.h"
+#include "core/log.h"
 #include "core/strings.h"
-#include "kernels/attention_kernels.h"
-#include "kernels/gemm_algorithms.h"
-#include "kernels/norm_rows.h"
-#include "kernels/optimizer_updates.h"
-#include "kernels/pass_recording.h"
 #include "models/model_registry.h"
 
 namespace zb {
 
 namespace po = boost::program_options;
+
+namespace {
+
+BackendOptions& parsed_backend_options() {
+  static BackendOptions options;
+  return options;
+}
+
+}  // namespace
+
+const BackendOptions& program_backend_options() {
+  return parsed_backend_options();
+}
 
 void add_training_flags(po::options_description& flags, TrainingFlags& v) {
   // clang-format off
@@ -99,7 +108,10 @@ void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_fl
      "stage 3: units with fewer elements stay whole on every rank")
     ("pipelined-updates", po::value(&z.pipelined_updates)->default_value(z.pipelined_updates),
      "stages 1-3 without offload: each unit's optimizer update runs beside the next forward and its weights' "
-     "gather follows it (true or false)");
+     "gather follows it (true or false)")
+    ("check-collectives", po::bool_switch(&z.check_collectives),
+     "debugging: at the end of every step the ranks compare the collectives each issued (kind, unit, bytes, in "
+     "order) and stop with the first that differs");
   // clang-format on
 }
 
@@ -129,8 +141,8 @@ void require_positive(int64_t value, const char* flag) {
 // A finite value in [lo, hi] that survives the conversion to float without becoming 0 or infinite.
 float require_real(double value, const char* flag, double lo, double hi, bool zero_allowed) {
   const float narrow = float(value);
-  const bool ok = std::isfinite(value) && lo <= value && value <= hi && std::isfinite(narrow) &&
-                  (zero_allowed || narrow != 0.0f);
+  const bool ok =
+      std::isfinite(value) && lo <= value && value <= hi && std::isfinite(narrow) && (zero_allowed || narrow != 0.0f);
   if (!ok) {
     throw UsageError(cat("--", flag, ": must be a ", zero_allowed ? "" : "non-zero ", "number in [", lo, ", ", hi,
                          "] that fp32 can hold, got ", value));
@@ -143,9 +155,9 @@ Device resolve_device(const std::string& requested) {
   if (requested.empty()) return gpus > 0 ? Device::cuda(0) : Device::cpu();
   Device device = parse_flag("device", [&] { return parse_device(requested); });
   if (device.is_cuda() && device.index >= gpus) {
-    throw UsageError(gpus == 0 ? cat("--device ", requested, ": no CUDA GPU is visible; use --device cpu")
-                               : cat("--device ", requested, ": ", gpus, " GPU(s) visible (cuda:0 to cuda:",
-                                     gpus - 1, ")"));
+    throw UsageError(gpus == 0
+                         ? cat("--device ", requested, ": no CUDA GPU is visible; use --device cpu")
+                         : cat("--device ", requested, ": ", gpus, " GPU(s) visible (cuda:0 to cuda:", gpus - 1, ")"));
   }
   return device;
 }
@@ -185,7 +197,8 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   o.optimizer.kind = parse_flag("optimizer", [&] { return parse_optimizer_kind(f.optimizer); });
   o.optimizer.lr = require_real(f.lr, "lr", 0.0, 1e3, /*zero_allowed=*/false);
   o.optimizer.weight_decay = f.weight_decay ? require_real(*f.weight_decay, "weight-decay", 0.0, 1e3, true)
-                             : o.optimizer.kind == OptimizerKind::adamw ? 0.01f : 0.0f;
+                             : o.optimizer.kind == OptimizerKind::adamw ? 0.01f
+                                                                        : 0.0f;
   o.optimizer.momentum = require_real(f.momentum, "momentum", 0.0, 0.999999, true);
   o.grad_clip = require_real(f.grad_clip, "grad-clip", 0.0, 1e30, true);
   if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
@@ -195,7 +208,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   run.num_steps = f.num_steps;
   run.data_glob = f.data;
   run.data_format = parse_token_file_format(f.data_format);  // its message names --data-format
-  validate(f.zero);  // its messages name the flags
+  validate(f.zero);                                          // its messages name the flags
   o.zero = f.zero;
   o.offload = parse_flag("offload", [&] { return parse_offload_strategy(f.offload); });
   validate(f.aio);  // its messages name the settings
@@ -205,8 +218,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
     std::error_code ec;
     if (!std::filesystem::is_directory(f.nvme_path, ec))
       throw UsageError(cat("--nvme-path ", f.nvme_path, ": not a folder"));
-    if (::access(f.nvme_path.c_str(), W_OK) != 0)
-      throw UsageError(cat("--nvme-path ", f.nvme_path, ": not writable"));
+    if (::access(f.nvme_path.c_str(), W_OK) != 0) throw UsageError(cat("--nvme-path ", f.nvme_path, ": not writable"));
   }
   o.nvme_path = f.nvme_path;
   parse_flag("offload-ratio", [&] { validate_offload_ratio(f.offload_ratio, o.offload); });
@@ -237,18 +249,13 @@ int run_program(int argc, char** argv, const std::string& usage, po::options_des
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(flags).run(), vm);
     if (vm.count("help")) {
-      std::cout << usage << "\n\n" << flags << "\n";
+      std::cout << usage << "\n\n" << flags << "\n" << backend_options_help();
       return 0;
     }
     po::notify(vm);
-    // A bad ZB_ATTENTION, ZB_GEMM_ALGORITHMS, ZB_WEIGHT_GRADIENTS, ZB_OPTIMIZER_UPDATES, ZB_NORM_ROWS or
-    // ZB_PASS_RECORDING is bad input too.
-    attention_kernels_from_environment();
-    gemm_algorithms_from_environment();
-    weight_gradients_from_environment();
-    optimizer_updates_from_environment();
-    norm_rows_from_environment();
-    pass_recording_from_environment();
+    // The backend options are read here, once: a bad value is bad input too.
+    parsed_backend_options() = BackendOptions::from_environment();
+    set_log_level(parsed_backend_options().log_level);
     return body(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";

@@ -2,17 +2,17 @@
 // validation into TrainingOptions, and the exit-code policy (bad input: 2, failure: 1).
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include <boost/program_options.hpp>
-
 #include "comm/mpi_world.h"
 #include "core/device.h"
 #include "engine/token_source.h"
 #include "engine/trainer.h"
+#include "kernels/backend_options.h"
 
 namespace zb {
 
@@ -80,12 +80,16 @@ Device device_for_rank(Device device, const MpiWorld& world);
 // The token source the run asks for, for this rank.
 std::unique_ptr<TokenSource> make_token_source(const TrainingRun& run, int rank = 0, int world = 1);
 
-// Parses argv into `flags` (with --help), then calls body. Maps UsageError and parse errors to exit code 2,
-// other errors to 1, printing "error: ..." on stderr.
+// Parses argv into `flags` (with --help, which also lists the backend options) and the backend options from
+// the environment (kernels/backend_options.h; they set the log level at once), then calls body. Maps
+// UsageError and parse errors to exit code 2, other errors to 1, printing "error: ..." on stderr.
 int run_program(int argc, char** argv, const std::string& usage, boost::program_options::options_description& flags,
                 const std::function<int()>& body);
 // The same, for a body that needs to know which flags were given (vm[name].defaulted() when not).
 int run_program(int argc, char** argv, const std::string& usage, boost::program_options::options_description& flags,
                 const std::function<int(const boost::program_options::variables_map&)>& body);
+// The backend options run_program read (the defaults before it runs): what a program hands to the backends it
+// builds and writes into its records.
+const BackendOptions& program_backend_options();
 
 }  // namespace zb

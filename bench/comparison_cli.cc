@@ -324,6 +324,7 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
 
   BenchSettings& s = plan.settings;
   s.device = run.device;
+  s.backend_options = program_backend_options();
   s.num_steps = run.num_steps;
   s.warmup_steps = f.warmup_steps;
   s.repeat = f.repeat;

@@ -76,7 +76,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
   stop_gracefully_on_interrupt(&interrupt_requested);
 
   BenchRunner runner(world, plan.settings);
-  const RunEnvironment environment = describe_environment(world, plan.settings.device);
+  const RunEnvironment environment = describe_environment(world, plan.settings.device, plan.settings.backend_options);
   std::optional<double> capacity;
   if (plan.settings.device.is_cuda()) capacity = double(cuda_device_memory_bytes(plan.settings.device.index)) / 1e9;
   if (printer) {
@@ -108,7 +108,8 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
     const bool names_strategy = kind == ComparisonKind::offload_strategies;
     RunProgress progress{
         i + 1, count, 0, 0,
-        configuration_label(options.zero.stage, offload_spec_name(options.offload, options.offload_ratio), names_strategy)};
+        configuration_label(options.zero.stage, offload_spec_name(options.offload, options.offload_ratio),
+                            names_strategy)};
     BenchRecord record = runner.run(
         options, progress, [] { return interrupt_requested != 0; },
         [&](const RunProgress& p) { progress_line.show(p, i * steps_each + p.step, count * steps_each); });

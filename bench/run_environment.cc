@@ -16,7 +16,6 @@ std::string environment_variable(const char* name) {
   return value ? value : "";
 }
 
-
 }  // namespace
 
 std::string utc_now(const char* format) {
@@ -28,7 +27,7 @@ std::string utc_now(const char* format) {
   return text;
 }
 
-RunEnvironment describe_environment(const MpiWorld& world, Device device) {
+RunEnvironment describe_environment(const MpiWorld& world, Device device, const BackendOptions& backend_options) {
   RunEnvironment e;
   e.gpu_name = device.is_cuda() ? cuda_device_name(device.index) : "CPU";
   e.gpu_count = device.is_cuda() ? world.size() : 0;
@@ -41,6 +40,7 @@ RunEnvironment describe_environment(const MpiWorld& world, Device device) {
   e.cloud_provider = environment_variable("CLOUD_PROVIDER");
   e.git_commit = ZB_GIT_COMMIT;
   e.timestamp = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  if (device.is_cuda()) e.backend_options = backend_options.summary();
   return e;
 }
 

@@ -1,14 +1,16 @@
 // The environment a comparison ran in, for its records: GPU, driver, CUDA, NCCL and MPI versions, host,
-// MACHINE_NAME and CLOUD_PROVIDER from the environment, the build's git commit and the time.
+// MACHINE_NAME and CLOUD_PROVIDER from the environment, the build's git commit, the backend's options and the
+// time.
 #pragma once
 
 #include "bench/bench_record.h"
 #include "comm/mpi_world.h"
 #include "core/device.h"
+#include "kernels/backend_options.h"
 
 namespace zb {
 
-RunEnvironment describe_environment(const MpiWorld& world, Device device);
+RunEnvironment describe_environment(const MpiWorld& world, Device device, const BackendOptions& backend_options);
 // The current time in UTC, formatted by strftime.
 std::string utc_now(const char* format);
 

@@ -1,14 +1,19 @@
 // train: the plain trainer. Trains a model on synthetic tokens or token files and prints one line a step,
 // then a summary of the steady-state steps. Under `mpirun -np N` it trains data-parallel with the ZeRO stage
-// asked for, rank r on its node's GPU local_rank; rank 0 prints.
+// asked for, rank r on its node's GPU local_rank; rank 0 prints. With --json FILE it also writes the run's
+// record, the one zero_bench writes for each configuration.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
+#include "bench/bench_measurements.h"
 #include "bench/cli.h"
 #include "bench/gpu_peaks.h"
 #include "bench/gpu_telemetry.h"
 #include "bench/rank_results.h"
+#include "bench/run_environment.h"
 #include "bench/train_report.h"
 #include "comm/communicator_factory.h"
 #include "comm/mpi_world.h"
@@ -23,7 +28,31 @@ namespace {
 struct TrainOnlyFlags {
   double peak_tflops = 0;  // 0: from the GPU's name
   int64_t warmup_steps = 3;
+  std::string json_path;  // empty: no record written
 };
+
+// --json names a new file in an existing folder: a result is never written over another.
+void check_json_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  if (fs::exists(path))
+    throw zb::UsageError(zb::cat("--json: ", path, " exists; name a new file (results are not overwritten)"));
+  const fs::path folder = fs::path(path).parent_path();
+  if (!folder.empty() && !fs::is_directory(folder)) {
+    throw zb::UsageError(zb::cat("--json: the folder ", folder.string(), " does not exist"));
+  }
+}
+
+// The record as zero_bench writes its records: a JSON array (of this one record), written whole or not at all.
+void write_record(const std::string& path, const zb::BenchRecord& record) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << nlohmann::ordered_json::array({zb::to_json(record)}).dump(2) << "\n";
+    if (!out) throw zb::Error(zb::cat("--json: could not write ", partial));
+  }
+  std::filesystem::rename(partial, path);
+}
 
 int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
   zb::TrainingRun run = zb::validate_training_flags(flags);
@@ -33,12 +62,13 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     throw zb::UsageError(zb::cat("--peak-tflops: must be a positive number (0: look it up), got ", extra.peak_tflops));
   }
   if (extra.warmup_steps < 0) throw zb::UsageError("--warmup-steps: must not be negative");
+  check_json_path(extra.json_path);
   // Opens and checks the token files before any training.
   auto data = zb::make_token_source(run, world.rank(), world.size());
   zb::RankAgreement agreement;  // gathers the ranks' own figures at the end
   zb::GpuTelemetry telemetry(run.device.is_cuda() ? zb::cuda_device_pci_bus_id(run.device.index) : std::string());
   zb::TrackingAllocator allocator(zb::make_device_memory(run.device));
-  auto backend = zb::make_backend(run.device, allocator);
+  auto backend = zb::make_backend(run.device, allocator, zb::program_backend_options());
   auto comm = zb::make_communicator(world, run.device, backend->native_stream());
   zb::Trainer trainer(run.options, *backend, allocator, *data, comm.get());
   const bool printer = world.rank() == 0;
@@ -53,32 +83,55 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   zb::ThroughputModel throughput{zb::training_flops_per_token(o.model, o.seq), std::nullopt, world.size(),
                                  run.device.is_cuda() ? "GPU" : "rank"};
   // MFU against the bf16 tensor-core peak only when training in bf16 (or with an explicit peak).
-  if (extra.peak_tflops > 0) throughput.peak_tflops = extra.peak_tflops;
-  else if (run.device.is_cuda() && o.dtype == zb::DType::bf16) throughput.peak_tflops = zb::bf16_peak_tflops(device_name);
+  if (extra.peak_tflops > 0)
+    throughput.peak_tflops = extra.peak_tflops;
+  else if (run.device.is_cuda() && o.dtype == zb::DType::bf16)
+    throughput.peak_tflops = zb::bf16_peak_tflops(device_name);
 
   print(zb::cat("model ", zb::describe(o.model)));
   print(zb::cat("device ", run.device.to_string(), " (", device_name, ") | ", zb::dtype_name(o.dtype), " | batch ",
                 o.batch, " x seq ", o.seq, " x grad-accum ", o.grad_accum, " per rank | ",
                 zb::optimizer_kind_name(o.optimizer.kind), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
+  if (run.device.is_cuda()) print(zb::cat("backend options: ", zb::program_backend_options().summary()));
   if (o.offload == zb::OffloadStrategy::nvme && !trainer.nvme_direct_io()) {
-    print(zb::cat("warning: the file system of --nvme-path ", o.nvme_path, " refused O_DIRECT; the nvme strategy "
+    print(zb::cat("warning: the file system of --nvme-path ", o.nvme_path,
+                  " refused O_DIRECT; the nvme strategy "
                   "uses buffered I/O, so the page cache serves part of its traffic"));
   }
   std::vector<zb::StepStats> steps;
-  zb::RankSteps summarised;  // this rank's steps of the summary (after the warm-up; at least the last)
+  zb::TimedSteps summarised;  // this rank's steps of the summary (after the warm-up; at least the last)
   const int64_t first_summarised = std::clamp<int64_t>(extra.warmup_steps, 0, run.num_steps - 1);
   for (int64_t i = 0; i < run.num_steps; ++i) {
     if (i == first_summarised) telemetry.start();
     steps.push_back(trainer.step());
+    if (!summarised.loss_first) summarised.loss_first = steps.back().loss;
+    summarised.loss_last = steps.back().loss;
     if (i >= first_summarised) summarised.add(steps.back(), world.size());
     print(zb::format_step(steps.back(), run.num_steps, throughput));
   }
   telemetry.stop();
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
-  const zb::RankResult mine = zb::own_rank_result(world.rank(), world.host_name(), run.device, summarised,
-                                                  double(allocator.total().peak), zb::resident_set_bytes(), telemetry);
+  zb::MeasuredMemory memory;
+  memory.add_peaks(allocator);
+  memory.allocated_at_end = double(allocator.total().current);
+  memory.host_pinned = double(trainer.host_allocator().total().peak);
+  memory.resident = zb::resident_set_bytes();
+  const zb::RankResult mine = zb::own_rank_result(world.rank(), world.host_name(), run.device, summarised.rank,
+                                                  double(memory.total_peak), memory.resident, telemetry);
   print(zb::format_ranks(zb::gather_rank_results(agreement, mine)));
+  if (!extra.json_path.empty()) {  // (every rank: the record's figures are gathered from all of them)
+    zb::BenchRecord record = zb::configuration_record(o, world.size(), 1);
+    record.environment = zb::describe_environment(world, run.device, zb::program_backend_options());
+    zb::fill_memory(record, o, memory, agreement);
+    zb::fill_measurements(record, o, summarised, memory, mine,
+                          {.repeat = 1, .peak_tflops = throughput.peak_tflops, .gpu_hour_usd = std::nullopt},
+                          agreement);
+    if (printer) {
+      write_record(extra.json_path, record);
+      print(zb::cat("record: ", extra.json_path));
+    }
+  }
   if (const std::string choices = backend->kernel_choices(); !choices.empty()) print(choices);
   if (run.device.is_cuda()) print(zb::cat("pass replay (CUDA graphs): ", trainer.pass_replay().describe()));
   if (const size_t host = trainer.host_allocator().total().peak) {
@@ -87,9 +140,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                   run.device.is_cuda() ? "pinned" : "pageable", "): ", host / 1e9, " GB on rank 0; ",
                   std::round(1000 * zb::ParameterStore::host_optimizer_share(store.layout(), store.geometry())) / 10,
                   "% of the optimizer state on the host; ", trainer.speculative_units(), " of ",
-                  trainer.layout().units().size(),
-                  " units update speculatively during backward; ", zb::optimizer_threads_beside_training(),
-                  " CPU optimizer threads"));
+                  trainer.layout().units().size(), " units update speculatively during backward; ",
+                  zb::optimizer_threads_beside_training(), " CPU optimizer threads"));
   }
   return 0;
 }
@@ -119,11 +171,14 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   po::options_description options("train options");
   zb::add_training_flags(options, flags);
-  options.add_options()
-      ("peak-tflops", po::value(&extra.peak_tflops)->default_value(0.0, "from the GPU's name"),
-       "the GPU's dense bf16 peak in TFLOP/s, for MFU")
-      ("warmup-steps", po::value(&extra.warmup_steps)->default_value(extra.warmup_steps),
-       "first steps left out of the summary");
-  return zb::run_program(argc, argv, "usage: train [options]\nTrains a decoder-only transformer and prints one line a step.",
+  options.add_options()("peak-tflops", po::value(&extra.peak_tflops)->default_value(0.0, "from the GPU's name"),
+                        "the GPU's dense bf16 peak in TFLOP/s, for MFU")(
+      "warmup-steps", po::value(&extra.warmup_steps)->default_value(extra.warmup_steps),
+      "first steps left out of the summary")(
+      "json", po::value(&extra.json_path),
+      "also write the run's record to this new file: the JSON that zero_bench writes for each configuration "
+      "(a one-element array), the steps after --warmup-steps timed");
+  return zb::run_program(argc, argv,
+                         "usage: train [options]\nTrains a decoder-only transformer and prints one line a step.",
                          options, [&] { return train_or_end_the_job(world, flags, extra); });
 }

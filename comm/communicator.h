@@ -67,6 +67,14 @@ class Communicator {
   virtual double sum_over_ranks(double value) = 0;
   virtual bool all_ok(bool ok) = 0;
   virtual void barrier() = 0;
+
+  // What the collectives issued from now on are for: a unit's index, or -1 for none (the gradient norm). The
+  // collectives themselves do not need it; a CheckedCommunicator records it with each, so that two ranks
+  // issuing different units' collectives of equal size in the same place are told apart.
+  void set_subject(int64_t unit) { subject_ = unit; }
+
+ protected:
+  int64_t subject_ = -1;
 };
 
 }  // namespace zb

@@ -1,22 +1,14 @@
 #include "core/log.h"
 
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace zb {
 
 namespace {
 
-LogLevel threshold_from_environment() {
-  const char* value = std::getenv("ZB_LOG_LEVEL");
-  if (!value) return LogLevel::info;
-  if (!std::strcmp(value, "debug")) return LogLevel::debug;
-  if (!std::strcmp(value, "warn")) return LogLevel::warn;
-  if (!std::strcmp(value, "error")) return LogLevel::error;
-  return LogLevel::info;
-}
+std::atomic<LogLevel> threshold{LogLevel::info};
 
 const char* prefix(LogLevel level) {
   switch (level) {
@@ -30,8 +22,11 @@ const char* prefix(LogLevel level) {
 
 }  // namespace
 
+void set_log_level(LogLevel level) {
+  threshold = level;
+}
+
 void log_message(LogLevel level, const std::string& text) {
-  static const LogLevel threshold = threshold_from_environment();
   static std::mutex mutex;
   if (level < threshold) return;
   std::lock_guard lock(mutex);

@@ -1,5 +1,5 @@
-// A small logger to stderr. Messages below the level set by ZB_LOG_LEVEL (debug, info, warn, error;
-// default info) are dropped. Thread-safe: one line is written at a time.
+// A small logger to stderr. Messages below the level set by set_log_level (info until then; the programs set
+// it from ZB_LOG_LEVEL, kernels/backend_options.h) are dropped. Thread-safe: one line is written at a time.
 #pragma once
 
 #include <string>
@@ -10,6 +10,7 @@ namespace zb {
 
 enum class LogLevel { debug, info, warn, error };
 
+void set_log_level(LogLevel level);
 void log_message(LogLevel level, const std::string& text);
 
 template <typename... Parts>

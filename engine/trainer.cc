@@ -97,6 +97,12 @@ std::unique_ptr<Communicator> local_if_none(Communicator* comm, Backend& backend
   return std::make_unique<LocalCommunicator>([&backend](const Tensor& src, Tensor& dst) { backend.copy(src, dst); });
 }
 
+// The check of the ranks' collectives wrapped around `comm` where it is asked for and there are ranks to compare.
+std::unique_ptr<CheckedCommunicator> checked_if_asked(const ZeroConfig& zero, Communicator* comm) {
+  if (!zero.check_collectives || comm->size() == 1) return nullptr;
+  return std::make_unique<CheckedCommunicator>(*comm);
+}
+
 }  // namespace
 
 ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world) {
@@ -116,7 +122,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       allocator_(allocator),
       data_(data),
       own_comm_(local_if_none(comm, backend)),
-      comm_(comm ? comm : own_comm_.get()),
+      checked_comm_(checked_if_asked(options.zero, comm ? comm : own_comm_.get())),
+      comm_(checked_comm_ ? checked_comm_.get() : comm ? comm : own_comm_.get()),
       layout_(options.model),
       host_allocator_(host_memory_for(backend, options, layout_, *comm_)),
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
@@ -217,6 +224,7 @@ StepStats Trainer::step() {
   }
   const auto optimizer_end = backend_.record_event();
   schedule_.publish_parameters();
+  if (checked_comm_) checked_comm_->end_step(step_ + 1);  // (before waiting for a device a mismatch may hang)
   uploads_.prefetch();  // the next step's first batch, drawn while the device works
   backend_.synchronize();
   if (!host_optimizer_) {

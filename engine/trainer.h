@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/checked_communicator.h"
 #include "comm/communicator.h"
 #include "core/tracking_allocator.h"
 #include "engine/host_optimizer.h"
@@ -115,6 +116,7 @@ class Trainer {
   TrackingAllocator& allocator_;
   TokenSource& data_;
   std::unique_ptr<Communicator> own_comm_;  // when none was given
+  std::unique_ptr<CheckedCommunicator> checked_comm_;  // with zero.check_collectives on several ranks
   Communicator* comm_;
   ParameterLayout layout_;
   TrackingAllocator host_allocator_;

@@ -25,7 +25,7 @@ std::string describe(const ZeroConfig& c) {
              c.stage == 3 ? cat(", prefetch ", c.stage3_prefetch_bucket_size, ", persistence threshold ",
                                 c.stage3_param_persistence_threshold)
                           : std::string(),
-             c.pipelined_updates ? ", pipelined updates" : "", ")");
+             c.pipelined_updates ? ", pipelined updates" : "", c.check_collectives ? ", collectives checked" : "", ")");
 }
 
 }  // namespace zb

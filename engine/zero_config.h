@@ -32,6 +32,9 @@ struct ZeroConfig {
   // and the gather of its new weights follows its own update instead of waiting for every unit's (the forward
   // of unit u waits for update u and its gather only). Off: the sharded update runs alone after backward.
   bool pipelined_updates = false;
+  // Debugging: the ranks compare the collectives each issued (kind, unit, bytes, in order) at the end of every
+  // step and stop with the first that differs (comm/checked_communicator.h). Off: nothing is recorded.
+  bool check_collectives = false;
 
   bool overlaps() const { return overlap_comm.value_or(true); }
 };

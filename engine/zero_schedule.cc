@@ -88,6 +88,7 @@ CommTicket gather_unit_weights(Communicator& comm, const ParameterStore& store, 
     comm.copy(shard, slice);
     shard = slice;
   }
+  comm.set_subject(int64_t(unit));
   return comm.all_gather(shard, whole);
 }
 
@@ -311,6 +312,7 @@ void ZeroSchedule::backward_done(size_t unit) {
     if (staging_[unit].empty()) staging_[unit] = allocator_.allocate(target.shape, target.dtype, MemoryPool::gradients);
     target = staging_[unit].view(target.shape, target.dtype);
   }
+  comm_.set_subject(int64_t(unit));
   const CommTicket ticket = issue([&] { return comm_.reduce_scatter_sum(whole, target); });
   stats_.reduce_scatter_bytes += double(whole.bytes());
   last_reduction_ = ticket;
@@ -349,6 +351,7 @@ void ZeroSchedule::reduce_units(const std::vector<size_t>& units) {
     comm_.begin_group();
     for (size_t unit : units) {
       Tensor whole = store_.grads(unit);
+      comm_.set_subject(int64_t(unit));
       if (all_reduce) {
         ticket = comm_.all_reduce_sum(whole);
         stats_.all_reduce_bytes += double(whole.bytes());
@@ -370,6 +373,7 @@ void ZeroSchedule::gather_units(const std::vector<size_t>& units) {
     comm_.begin_group();
     for (size_t unit : units) {
       Tensor whole = store_.params(unit);
+      comm_.set_subject(int64_t(unit));
       t = comm_.all_gather(store_.param_shard(unit), whole);  // in place: the shard is a slice of whole
       stats_.all_gather_bytes += double(whole.bytes());
     }
@@ -404,7 +408,9 @@ double ZeroSchedule::gradient_sum_of_squares() {
 
 void ZeroSchedule::gradient_sum_of_squares_into(Tensor& total) {
   backend_.sum_of_squares_into(optimizer_gradients(), total);
-  if (store_.sharded_optimizer()) comm_.wait(comm_.all_reduce_sum(total));
+  if (!store_.sharded_optimizer()) return;
+  comm_.set_subject(-1);
+  comm_.wait(comm_.all_reduce_sum(total));
 }
 
 std::string ZeroSchedule::why_pass_not_device_only() const {

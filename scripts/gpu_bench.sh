@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Single-GPU throughput: our train against the PyTorch reference trainer, same machine, same run.
-# Usage: scripts/gpu_bench.sh OUTPUT_DIR PATH/TO/torch_reference.py [case ...]
+# Usage: scripts/gpu_bench.sh OUTPUT_DIR [case ...]
 #   a case is MODEL:BATCH[:SEQ] (seq 1024 unless given), e.g. gpt2:16 gpt2-xl:8 llama-3.2-1b:8:2048;
 #   default: gpt2:16 gpt2-xl:8
 #   VARIANTS="ZB_ATTENTION=own ZB_ATTENTION=cudnn" times ours once per environment setting against one
@@ -9,12 +9,15 @@
 #   ROUNDS=N (default 1) repeats each case's runs N times, ours and PyTorch alternating, and reports the median
 #   of the N ratios (each ours over the PyTorch run of its own round) with their range: a GPU's clock and a
 #   host's speed drift by a percent or two between runs, which one pair of runs cannot tell from a difference.
-# Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Prints a table last.
+#   REFERENCE (default scripts/reference/torch_reference.py) is the PyTorch trainer.
+# Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Reads the runs' records (train --json and
+# the reference's JSON line); prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/gpu_bench.sh OUTPUT_DIR TORCH_REFERENCE [MODEL:BATCH ...]}
-reference=${2:?usage: scripts/gpu_bench.sh OUTPUT_DIR TORCH_REFERENCE [MODEL:BATCH ...]}
-shift 2
+source scripts/lib.sh
+out=${1:?usage: scripts/gpu_bench.sh OUTPUT_DIR [MODEL:BATCH[:SEQ] ...]}
+reference=${REFERENCE:-scripts/reference/torch_reference.py}
+shift
 cases=("$@"); ((${#cases[@]})) || cases=(gpt2:16 gpt2-xl:8)
 rounds=${ROUNDS:-1}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of at least 1, not '$rounds'" >&2; exit 2; }
@@ -43,20 +46,24 @@ for c in "${cases[@]}"; do
     declare -A this_round=()
     for variant in "${variant_list[@]}"; do
       settings=(); [[ $variant != default ]] && IFS=, read -ra settings <<< "$variant"
-      log="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}$suffix.log"
+      name="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}$suffix"
+      rm -f "$name.json"  # (a record of an earlier call would be refused, not overwritten)
       if env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
-           --num-steps 30 --warmup-steps 10 > "$log" 2>&1; then
-        this_round[$variant]=$(grep -oP 'summary over steps .*? \| \K[0-9]+(?= tok/s)' "$log")
+           --num-steps 30 --warmup-steps 10 --json "$name.json" > "$name.log" 2>&1; then
+        this_round[$variant]=$(json_field "$name.json" throughput_tokens_per_sec)
         echo "[$model B$batch T$seq, $variant${suffix:+, round $round}]"
-        grep -E "^summary|^time per step|^peak memory|^GEMM|^attention|^pass replay" "$log"
+        python3 scripts/summarise_results.py "$name.json"
+        grep -E "^GEMM|^attention|^pass replay" "$name.log"
       else
+        log=$name.log
         tail -5 "$log"; this_round[$variant]=failed
       fi
       ours[$variant]+="${this_round[$variant]} "
     done
-    theirs=$(PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
-             2>"$out/torch_${model}_t${seq}$suffix.err" | tee "$out/torch_${model}_b${batch}_t${seq}$suffix.json" \
-             | grep -oP '"tok_s": \K[0-9]+')
+    json="$out/torch_${model}_b${batch}_t${seq}$suffix.json"
+    PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
+      > "$json" 2> "$out/torch_${model}_t${seq}$suffix.err"
+    theirs=$(json_field "$json" tok_s)
     theirs_all+=("${theirs:-n/a}")
     ((rounds > 1)) && echo "[$model B$batch T$seq, PyTorch, round $round] ${theirs:-n/a} tok/s"
     for variant in "${variant_list[@]}"; do

@@ -4,6 +4,7 @@
 # Usage: scripts/gpu_check.sh OUTPUT_DIR [--golden]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 out=${1:?usage: scripts/gpu_check.sh OUTPUT_DIR [--golden]}
 mkdir -p "$out"
 {
@@ -16,11 +17,7 @@ if [[ ${2:-} == --golden ]]; then
   cp tests/reference/golden_*.safetensors "$out/" 2>/dev/null
 fi
 
-generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release > "$out/configure.log" 2>&1 \
-  || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-gpu --parallel "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
-grep -cE "warning" "$out/build.log" | sed 's/^/build warnings: /'
+build_gpu_tree "$out"
 ctest --test-dir build-gpu --output-on-failure -j 8 > "$out/ctest.log" 2>&1
 status=$?
 grep -E "tests passed|FAILED|Failure|Expected|actual|which is" "$out/ctest.log" | head -60

@@ -11,13 +11,15 @@
 #   torch     torchrun of scripts/reference/torch_reference.py for TORCH_MODES (default "fsdp ddp") on each of
 #             ZERO_CASES, TORCH_STEPS (12) timed after TORCH_WARMUP (4)
 #   offload   offload_bench for each of OFFLOAD_CASES (MODEL:BATCH:RANKS; default "llama-2-7b:2:1 llama-2-13b:2:1
-#             llama-2-13b:2:GPUS"), strategies none cpu_optimizer cpu_full, OFFLOAD_STEPS timed (default 4) after 2
+#             llama-2-13b:2:GPUS"), strategies none cpu_optimizer cpu_full (and nvme, its files in NVME_DIR, where
+#             that is set), OFFLOAD_STEPS timed (default 4) after 2
 #   scaling   zero_bench stages 1-3 on 1, 2, 4, ... GPUs for each of SCALING_CASES (default "gpt2-xl:8 llama-2-7b:2")
 #   efficiency  ROUNDS (default 2) alternating rounds of one GPU's best (stages 0 and 1) and GPUS GPUs' stages 1
 #             and 2, for each of SCALING_CASES: the scaling efficiency against one GPU's best on the same host
 # GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 out=${1:?usage: scripts/gpu_suite.sh OUTPUT_DIR PART ...}
 shift
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)} steps=${STEPS:-20} warmup=${WARMUP:-5}
@@ -48,10 +50,7 @@ reference=scripts/reference/torch_reference.py
 short_name() { case $1 in meta-llama/Llama-2-7b-hf) echo llama-2-7b ;; meta-llama/Llama-2-13b-hf) echo llama-2-13b ;; *) echo "$1" ;; esac; }
 
 run_build() {
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/configure.log" 2>&1 \
-    || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --parallel "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
-  grep -cE "warning" "$out/build.log" | sed 's/^/build warnings: /'
+  build_gpu_tree "$out"
   ctest --test-dir build-gpu --output-on-failure -R "${TESTS:-RankSteps|NodeThroughput|RankSpread|RankResultJson|FormatRanks|GpuTelemetry|comm_test_np4|ZeroBenchOnTwoGpus}" \
     > "$out/ctest.log" 2>&1
   grep -E "tests passed|FAILED|Failure|Expected|actual|which is" "$out/ctest.log" | head -40
@@ -89,8 +88,11 @@ run_offload() {
   for c in ${OFFLOAD_CASES:-llama-2-7b:2:1 llama-2-13b:2:1 llama-2-13b:2:$gpus}; do
     IFS=: read -r model batch ranks <<< "$c"
     local dir="$out/offload_${model}_b${batch}_np${ranks}"
+    local nvme=()
+    [[ -n ${NVME_DIR:-} ]] && nvme=(--nvme-path "$NVME_DIR" --strategies none cpu_optimizer cpu_full nvme)
     launch "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
-      --num-steps "${OFFLOAD_STEPS:-4}" --warmup-steps 2 --output-dir "$dir" > "$dir.log" 2>&1 || tail -5 "$dir.log"
+      --num-steps "${OFFLOAD_STEPS:-4}" --warmup-steps 2 --output-dir "$dir" "${nvme[@]}" > "$dir.log" 2>&1 \
+      || tail -5 "$dir.log"
   done
 }
 

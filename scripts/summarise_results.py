@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Prints one line per configuration of zero_bench / offload_bench result files (their JSON records), and one
-per PyTorch reference run (the JSON line torch_reference.py prints), so that a batch of runs on a GPU host ends
-with one table to read. Reads the records; scrapes no console output.
+"""Prints one line per configuration of zero_bench / offload_bench result files and train --json records (the
+same JSON records), and one per PyTorch reference run (the JSON line torch_reference.py prints), so that a batch
+of runs on a GPU host ends with one table to read. Reads the records; scrapes no console output.
 
-Usage: scripts/summarise_results.py FILE_OR_FOLDER ...   (folders: every *_comparison_*.json and torch_*.json)
+Usage: scripts/summarise_results.py FILE_OR_FOLDER ...
+  (folders: every *_comparison_*.json, train_*.json and torch_*.json in them)
 """
 import glob
 import json
@@ -16,6 +17,7 @@ def files(arguments):
         if os.path.isdir(a):
             yield from sorted(p for p in glob.glob(os.path.join(a, "**", "*_comparison_*.json"), recursive=True)
                               if not os.path.basename(p).startswith("ds_config_"))
+            yield from sorted(glob.glob(os.path.join(a, "**", "train_*.json"), recursive=True))
             yield from sorted(glob.glob(os.path.join(a, "**", "torch_*.json"), recursive=True))
         else:
             yield a
@@ -53,7 +55,8 @@ def record_line(r):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    for path in files(sys.argv[1:]):
+    paths = list(files(sys.argv[1:]))
+    for path in paths:
         try:
             with open(path) as f:
                 text = f.read()
@@ -69,7 +72,8 @@ def main():
             print(f"PyTorch {t['mode']} {t['model']} B{t['B']}x{t['T']} x{t['world']}: {t['tok_s']} tok/s, "
                   f"{t['step_ms']} ms, {t['tflops_per_gpu']} TFLOP/s a GPU, peak {t['peak_gib']} GiB")
             continue
-        print(f"# {path}")
+        if len(paths) > 1:
+            print(f"# {path}")
         for r in json.loads(text):
             print(record_line(r))
 

@@ -17,7 +17,6 @@ int alignment_of(const void* p) {
 }
 
 cublasLtEpilogue_t epilogue_of(const GemmArgs& g) {
-  if (g.bias_grad) return CUBLASLT_EPILOGUE_BGRADB;
   if (g.gelu_aux) return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
   if (g.dgelu_aux) return CUBLASLT_EPILOGUE_DGELU;
   return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
@@ -58,9 +57,7 @@ struct CublasLtGemm::Plan {
 };
 
 CublasLtGemm::CublasLtGemm(TrackingAllocator& device_allocator, GemmAlgorithms algorithms, size_t workspace_bytes)
-    : allocator_(device_allocator),
-      algorithms_(algorithms),
-      workspace_bytes_(workspace_bytes) {
+    : allocator_(device_allocator), algorithms_(algorithms), workspace_bytes_(workspace_bytes) {
   ZB_CUDA_CHECK(cudaGetDevice(&device_ordinal_));
   ZB_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -72,10 +69,19 @@ CublasLtGemm::~CublasLtGemm() {
 
 CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasLtEpilogue_t epilogue = epilogue_of(g);
-  const Key key{g.trans_a, g.trans_b,   g.m,          g.n,
-                g.k,       g.lda,       g.ldb,        g.ldc,
-                int(g.dtype), int(epilogue), alignment_of(g.a), alignment_of(g.b),
-                alignment_of(g.c), g.bias_grad ? int(g.bias_grad_dtype) : -1};
+  const Key key{g.trans_a,
+                g.trans_b,
+                g.m,
+                g.n,
+                g.k,
+                g.lda,
+                g.ldb,
+                g.ldc,
+                int(g.dtype),
+                int(epilogue),
+                alignment_of(g.a),
+                alignment_of(g.b),
+                alignment_of(g.c)};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
@@ -85,15 +91,12 @@ CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  ZB_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (g.gelu_aux || g.dgelu_aux) {
     const int64_t aux_ld = g.ldc;
     ZB_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
-  }
-  if (g.bias_grad) {
-    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g.bias_grad_dtype,
-                                                   sizeof g.bias_grad_dtype));
   }
   // Layouts are column-major: rows x columns with leading dimension ld.
   ZB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, g.dtype, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
@@ -105,18 +108,22 @@ CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                        sizeof workspace_bytes_);
   const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                       sizeof align_a);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                       sizeof align_b);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                       sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                       sizeof align_c);
   cublasLtMatmulHeuristicResult_t results[kTimedCandidates]{};
   int found = 0;
   const int wanted = algorithms_ == GemmAlgorithms::timed ? kTimedCandidates : 1;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
                                                                preference, wanted, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
-  // An epilogue cuBLASLt does not offer for these types shows as NOT_SUPPORTED or, for some type combinations
-  // (a BGRADB into fp32 from bf16 matrices), INVALID_VALUE: either way the caller falls back.
+  // An epilogue cuBLASLt does not offer for these types shows as NOT_SUPPORTED or, for some type combinations,
+  // INVALID_VALUE: either way the caller falls back.
   const bool unsupported = status == CUBLAS_STATUS_NOT_SUPPORTED ||
                            (status == CUBLAS_STATUS_INVALID_VALUE && epilogue != CUBLASLT_EPILOGUE_DEFAULT);
   if (unsupported || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
@@ -189,18 +196,18 @@ bool CublasLtGemm::chosen(const GemmArgs& g) {
   return found && found->settled();
 }
 
-bool CublasLtGemm::can_run(const GemmArgs& g) { return g.m == 0 || g.n == 0 || plan_for(g) != nullptr; }
+bool CublasLtGemm::can_run(const GemmArgs& g) {
+  return g.m == 0 || g.n == 0 || plan_for(g) != nullptr;
+}
 
 bool CublasLtGemm::try_run(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0) return true;
   Plan* found = plan_for(g);
   if (!found) return false;
   Plan& plan = *found;
-  if (g.bias_grad) {
+  if (g.bias) {
     ZB_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias_grad, sizeof g.bias_grad));
-  } else if (g.bias) {
-    ZB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   }
   if (g.gelu_aux || g.dgelu_aux) {
     const void* aux = g.gelu_aux ? g.gelu_aux : g.dgelu_aux;

@@ -13,7 +13,8 @@
 #include <tuple>
 
 #include "core/tracking_allocator.h"
-#include "kernels/gemm_algorithms.h"
+#include "kernels/backend_options.h"
+#include "kernels/timing_summary.h"
 
 namespace zb::cuda {
 
@@ -34,16 +35,12 @@ struct GemmArgs {
   // With dgelu_aux (same layout as C, the GELU's saved input): C = (op(A) op(B)) * GELU'(dgelu_aux), the GELU's
   // backward in the epilogue (DGELU).
   const void* dgelu_aux = nullptr;
-  // With bias_grad (length n, of bias_grad_dtype): overwritten with the sums of op(B)'s columns over k (the
-  // BGRADB epilogue).
-  void* bias_grad = nullptr;
-  cudaDataType_t bias_grad_dtype = CUDA_R_32F;
 };
 
 class CublasLtGemm {
  public:
   // What selects a plan: transposes, sizes, leading dimensions, type, epilogue, operand alignments.
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, int>;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int>;
 
   CublasLtGemm(TrackingAllocator& device_allocator, GemmAlgorithms algorithms,
                size_t workspace_bytes = size_t(32) << 20);

@@ -49,19 +49,13 @@ struct CudaTimingEvent final : TimingEvent {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
-    : ordinal_(ordinal),
-      allocator_(device_allocator),
-      optimizer_updates_(optimizer_updates_from_environment()),
-      pass_recording_(pass_recording_from_environment()),
-      weight_gradients_(weight_gradients_from_environment()),
-      attention_kernels_(attention_kernels_from_environment()),
-      norm_rows_(norm_rows_from_environment()) {
+CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator, const BackendOptions& options)
+    : ordinal_(ordinal), allocator_(device_allocator), options_(options) {
   ZB_CHECK(device_allocator.device() == Device::cuda(ordinal), "the CUDA backend needs an allocator of ",
            Device::cuda(ordinal).to_string());
   ZB_CUDA_CHECK(cudaSetDevice(ordinal));
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator, gemm_algorithms_from_environment());
+  gemm_ = std::make_unique<cuda::CublasLtGemm>(device_allocator, options.gemm_algorithms);
   // The side stream for weight-gradient GEMMs; it joins the main stream after each linear layer's backward.
   ZB_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   ZB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
@@ -72,14 +66,19 @@ CudaBackend::CudaBackend(int ordinal, TrackingAllocator& device_allocator)
   ZB_CUDA_CHECK(cudaEventCreateWithFlags(&aside_fork_, cudaEventDisableTiming));
 }
 
-void CudaBackend::set_gemm_algorithms(GemmAlgorithms algorithms) {
-  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old plans' workspace may still be in use
-  gemm_.reset();
-  gemm_ = std::make_unique<cuda::CublasLtGemm>(allocator_, algorithms);
+void CudaBackend::set_options(const BackendOptions& options) {
+  if (options.gemm_algorithms != options_.gemm_algorithms) {
+    ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old plans' workspace may still be in use
+    gemm_.reset();
+    gemm_ = std::make_unique<cuda::CublasLtGemm>(allocator_, options.gemm_algorithms);
+  }
+  options_ = options;
   ++recording_generation_;
 }
 
-const TimingSummary& CudaBackend::gemm_timing() const { return gemm_->timing_summary(); }
+const TimingSummary& CudaBackend::gemm_timing() const {
+  return gemm_->timing_summary();
+}
 
 CudaBackend::~CudaBackend() {
   // The side stream's work is joined into the main stream's; work queued aside may not have been waited for.
@@ -141,7 +140,8 @@ void CudaBackend::fill_zero(Tensor& t) {
 
 void CudaBackend::fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) {
   checks::on_device(t, device(), "fill_normal target");
-  dispatch(t.dtype, [&]<typename T>() { cuda::fill_normal<T>(t.as<T>(), t.numel(), seed, stream, first, std, stream_); });
+  dispatch(t.dtype,
+           [&]<typename T>() { cuda::fill_normal<T>(t.as<T>(), t.numel(), seed, stream, first, std, stream_); });
 }
 
 void CudaBackend::fill_value(Tensor& t, double value) {
@@ -149,7 +149,9 @@ void CudaBackend::fill_value(Tensor& t, double value) {
   dispatch(t.dtype, [&]<typename T>() { cuda::fill_value<T>(t.as<T>(), t.numel(), float(value), stream_); });
 }
 
-void CudaBackend::synchronize() { ZB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  ZB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 // Thread-local capture mode: a call from this thread that cannot be captured (an allocation, a wait for the
 // device) fails, which ends the recording with the reason, instead of being captured wrongly.
@@ -187,7 +189,6 @@ std::unique_ptr<TimingEvent> CudaBackend::record_event() {
 }
 
 bool CudaBackend::begin_aside() {
-  if (optimizer_updates_ == OptimizerUpdates::in_order) return false;
   ZB_CUDA_CHECK(cudaEventRecord(aside_fork_, stream_));
   ZB_CUDA_CHECK(cudaStreamWaitEvent(aside_stream_, aside_fork_));
   aside_ = true;
@@ -233,20 +234,19 @@ void CudaBackend::layernorm_forward(const Tensor& x, const Tensor& weight, const
   const auto [n, c] = checks::layernorm(x, weight, bias, out, mean, rstd, device());
   dispatch(x.dtype, [&]<typename T>() {
     cuda::layernorm_forward<T>(x.as<T>(), weight.as<T>(), bias.as<T>(), eps, out.as<T>(), mean.as<float>(),
-                               rstd.as<float>(), n, c, norm_rows_, stream_);
+                               rstd.as<float>(), n, c, options_.norm_rows, stream_);
   });
 }
 
 void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
-                                     GradWrite write) {
+                                     const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, c] = checks::layernorm(x, weight, dbias, dout, mean, rstd, device());
   checks::same_shape(x, dx, "layernorm dx", device());
   checks::same_shape(weight, dweight, "layernorm dweight", device());
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::layernorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), dx.as<T>(),
-                                dweight.as<T>(), dbias.as<T>(), n, c, write == GradWrite::add, norm_rows_, s,
+                                dweight.as<T>(), dbias.as<T>(), n, c, write == GradWrite::add, options_.norm_rows, s,
                                 stream_);
   });
 }
@@ -254,7 +254,8 @@ void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const 
 void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
   const auto [n, c] = checks::rmsnorm(x, weight, out, rstd, device());
   dispatch(x.dtype, [&]<typename T>() {
-    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, norm_rows_, stream_);
+    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, options_.norm_rows,
+                             stream_);
   });
 }
 
@@ -266,18 +267,19 @@ void CudaBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, T
   checks::same_shape(a, residual_out, "residual output", device());
   dispatch(a.dtype, [&]<typename T>() {
     cuda::residual_layernorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), bias.as<T>(), eps,
-                                        out.as<T>(), mean.as<float>(), rstd.as<float>(), n, c, norm_rows_, stream_);
+                                        out.as<T>(), mean.as<float>(), rstd.as<float>(), n, c, options_.norm_rows,
+                                        stream_);
   });
 }
 
-void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
-                                           const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                           float eps, Tensor& out, Tensor& rstd) {
   const auto [n, c] = checks::rmsnorm(a, weight, out, rstd, device());
   checks::same_shape(a, b, "residual input", device());
   checks::same_shape(a, residual_out, "residual output", device());
   dispatch(a.dtype, [&]<typename T>() {
     cuda::residual_rmsnorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), eps, out.as<T>(),
-                                      rstd.as<float>(), n, c, norm_rows_, stream_);
+                                      rstd.as<float>(), n, c, options_.norm_rows, stream_);
   });
 }
 
@@ -289,7 +291,7 @@ void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Te
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
     cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<float>(), dx.as<T>(), dweight.as<T>(), n,
-                              c, write == GradWrite::add, norm_rows_, s, stream_);
+                              c, write == GradWrite::add, options_.norm_rows, s, stream_);
   });
 }
 
@@ -308,7 +310,7 @@ void CudaBackend::matmul_gelu_forward(const Tensor& inp, const Tensor& weight, c
                                       Tensor& out) {
   const auto [n, k, m] = checks::matmul(inp, weight, bias, pre, device());
   checks::same_shape(pre, out, "matmul_gelu out", device());
-  const bool fused = epilogues_.gelu && dispatch(inp.dtype, [&]<typename T>() {
+  const bool fused = options_.gemm_epilogues == GemmEpilogues::fused && dispatch(inp.dtype, [&]<typename T>() {
     return gemm_->try_run({.trans_a = true, .m = m, .n = n, .k = k, .a = weight.data, .lda = k, .b = inp.data,
                            .ldb = k, .c = out.data, .ldc = m, .dtype = cuda_type<T>(),
                            .bias = bias.empty() ? nullptr : bias.data, .gelu_aux = pre.data},
@@ -337,7 +339,7 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
   checks::same_shape(inp, pre, "matmul_gelu_backward pre", device());
   checks::same_shape(inp, dpre, "matmul_gelu_backward dpre", device());
   checks::same_shape(weight, dweight, "matmul dweight", device());
-  const bool fused = epilogues_.gelu_backward && dispatch(inp.dtype, [&]<typename T>() {
+  const bool fused = options_.gemm_epilogues == GemmEpilogues::fused && dispatch(inp.dtype, [&]<typename T>() {
     // dpre[n, k] = (dout[n, m] weight[m, k]) * gelu'(pre[n, k])
     const cuda::GemmArgs dgelu_gemm{.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m,
                                     .c = dpre.data, .ldc = k, .dtype = cuda_type<T>(), .dgelu_aux = pre.data};
@@ -351,20 +353,25 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
 
 template <typename T>
 void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp,
-                                  int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias,
-                                  GradWrite write) {
+                                  int64_t n, int64_t k, int64_t m, Tensor& dweight, Tensor& dbias, GradWrite write) {
   // dweight[m, k] += dout[n, m]^T inp[n, k] (= when overwriting: beta 0, the old values never read)
-  const cuda::GemmArgs dweight_gemm{.trans_b = true, .m = k, .n = m, .k = n, .a = inp.data, .lda = k, .b = dout.data,
-                                    .ldb = m, .c = dweight.data, .ldc = k, .dtype = cuda_type<T>(),
+  const cuda::GemmArgs dweight_gemm{.trans_b = true,
+                                    .m = k,
+                                    .n = m,
+                                    .k = n,
+                                    .a = inp.data,
+                                    .lda = k,
+                                    .b = dout.data,
+                                    .ldb = m,
+                                    .c = dweight.data,
+                                    .ldc = k,
+                                    .dtype = cuda_type<T>(),
                                     .accumulate = write == GradWrite::add};
-  const bool by_epilogue = !dbias.empty() && epilogues_.bias_gradient;
-  const bool concurrent = weight_gradients_ == WeightGradients::concurrent && !by_epilogue &&
-                          gemm_->chosen(input_gradient) && gemm_->chosen(dweight_gemm);
-  if (!concurrent) {
-    if (!dbias.empty() && !by_epilogue) reduce_bias<T>(dout, n, m, dbias, write);
+  if (!gemm_->chosen(input_gradient) || !gemm_->chosen(dweight_gemm)) {
+    if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias, write);
     gemm_->run(input_gradient, stream_);
-    return by_epilogue ? weight_gradient_with_bias_epilogue<T>(dweight_gemm, dout, n, m, dbias, write)
-                       : gemm_->run(dweight_gemm, stream_);
+    gemm_->run(dweight_gemm, stream_);
+    return;
   }
   // Both start after the work issued so far; the work issued after waits for both.
   ZB_CUDA_CHECK(cudaEventRecord(fork_, stream_));
@@ -381,33 +388,8 @@ void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Te
 // would come from memory.
 template <typename T>
 void CudaBackend::reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias, GradWrite write) {
-  ++epilogue_use_.bias_gradient_kernel;
   cuda::bias_backward<T>(dout.as<T>(), dbias.as<T>(), n, m, write == GradWrite::add,
                          scratch(cuda::column_reduce_scratch(n, m)), stream_);
-}
-
-template <typename T>
-void CudaBackend::weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout,
-                                                     int64_t n, int64_t m, Tensor& dbias, GradWrite write) {
-  // The sums in fp32 where cuBLASLt offers it (rounded once, when added); else in T (rounded twice in bf16).
-  cuda::GemmArgs with_bias_grad = dweight_gemm;
-  with_bias_grad.bias_grad = scratch(m * sizeof(float)).data;
-  // The sums into dbias: added, or converted over what it held.
-  auto store = [&]<typename S>(const S* sums) {
-    if (write == GradWrite::add) return cuda::add_into<S, T>(sums, dbias.as<T>(), m, stream_);
-    cuda::convert<S, T>(sums, dbias.as<T>(), m, stream_);
-  };
-  if (gemm_->try_run(with_bias_grad, stream_)) {
-    ++epilogue_use_.bias_gradient_fp32;
-    return store(static_cast<const float*>(with_bias_grad.bias_grad));
-  }
-  with_bias_grad.bias_grad_dtype = cuda_type<T>();
-  if (gemm_->try_run(with_bias_grad, stream_)) {
-    ++epilogue_use_.bias_gradient_in_type;
-    return store(static_cast<const T*>(with_bias_grad.bias_grad));
-  }
-  gemm_->run(dweight_gemm, stream_);
-  reduce_bias<T>(dout, n, m, dbias, write);
 }
 
 std::string CudaBackend::kernel_choices() const {
@@ -433,7 +415,7 @@ std::string CudaBackend::kernel_choices() const {
 
 #ifdef ZB_HAVE_CUDNN
 cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
-  if (attention_kernels_ != AttentionKernels::cudnn || qkv.dtype != DType::bf16) return nullptr;
+  if (options_.attention != AttentionKernels::cudnn || qkv.dtype != DType::bf16) return nullptr;
   if (!cudnn_attention_) cudnn_attention_ = std::make_shared<cuda::CudnnAttention>();
   return cudnn_attention_.get();
 }
@@ -453,9 +435,8 @@ void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, 
   }
 #endif
   ++attention_use_.own_forward;
-  dispatch(qkv.dtype, [&]<typename T>() {
-    cuda::attention_forward<T>(qkv.as<T>(), s, out.as<T>(), lse.as<float>(), stream_);
-  });
+  dispatch(qkv.dtype,
+           [&]<typename T>() { cuda::attention_forward<T>(qkv.as<T>(), s, out.as<T>(), lse.as<float>(), stream_); });
 }
 
 void CudaBackend::attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -499,9 +480,8 @@ void CudaBackend::gelu_forward(const Tensor& inp, Tensor& out) {
 void CudaBackend::gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
   const int64_t n = checks::same_shape(inp, dout, "gelu", device());
   checks::same_shape(inp, dinp, "gelu dinp", device());
-  dispatch(inp.dtype, [&]<typename T>() {
-    cuda::gelu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_);
-  });
+  dispatch(inp.dtype,
+           [&]<typename T>() { cuda::gelu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_); });
 }
 
 void CudaBackend::relu_forward(const Tensor& inp, Tensor& out) {
@@ -512,9 +492,8 @@ void CudaBackend::relu_forward(const Tensor& inp, Tensor& out) {
 void CudaBackend::relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
   const int64_t n = checks::same_shape(inp, dout, "relu", device());
   checks::same_shape(inp, dinp, "relu dinp", device());
-  dispatch(inp.dtype, [&]<typename T>() {
-    cuda::relu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_);
-  });
+  dispatch(inp.dtype,
+           [&]<typename T>() { cuda::relu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, stream_); });
 }
 
 void CudaBackend::swiglu_forward(const Tensor& inp, Tensor& out) {
@@ -525,9 +504,8 @@ void CudaBackend::swiglu_forward(const Tensor& inp, Tensor& out) {
 void CudaBackend::swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
   const auto [n, f] = checks::swiglu(inp, dout, device());
   checks::same_shape(inp, dinp, "swiglu dinp", device());
-  dispatch(inp.dtype, [&]<typename T>() {
-    cuda::swiglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f, stream_);
-  });
+  dispatch(inp.dtype,
+           [&]<typename T>() { cuda::swiglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f, stream_); });
 }
 
 void CudaBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -549,8 +527,8 @@ void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targ
   run_cross_entropy(logits, targets, vocab, losses, false, 0.0f);
 }
 
-void CudaBackend::cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab,
-                                                 float grad_scale, Tensor& losses) {
+void CudaBackend::cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
+                                                 Tensor& losses) {
   run_cross_entropy(logits, targets, vocab, losses, true, grad_scale);
 }
 
@@ -605,8 +583,9 @@ void CudaBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, 
   });
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator) {
-  return std::make_unique<CudaBackend>(ordinal, device_allocator);
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator,
+                                           const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(ordinal, device_allocator, options);
 }
 
 }  // namespace zb

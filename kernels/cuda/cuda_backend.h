@@ -9,12 +9,9 @@
 #include <string>
 
 #include "core/tracking_allocator.h"
-#include "kernels/attention_kernels.h"
 #include "kernels/backend.h"
-#include "kernels/gemm_algorithms.h"
-#include "kernels/norm_rows.h"
-#include "kernels/optimizer_updates.h"
-#include "kernels/pass_recording.h"
+#include "kernels/backend_options.h"
+#include "kernels/timing_summary.h"
 
 namespace zb {
 
@@ -31,60 +28,27 @@ struct AttentionUse {
   std::string why_not_cudnn;  // the last reason cuDNN had no plan, when asked for it
 };
 
-// Which cuBLASLt epilogues the backend uses; the alternative is its own kernels (op_bench compares the two).
-struct GemmEpilogues {
-  // BGRADB on the weight-gradient GEMM instead of our column reduction. Off: on an H200 cuBLASLt offers it for
-  // bf16 only with a bf16 result (rounded twice), and it measured no faster (docs/PERFORMANCE.md).
-  bool bias_gradient = false;
-  bool gelu = true;  // GELU_AUX_BIAS on the MLP's first GEMM (tanh form, measured) instead of a GELU kernel
-  // DGELU on the MLP's second GEMM's input gradient instead of a GELU-backward kernel (docs/PERFORMANCE.md)
-  bool gelu_backward = true;
-};
-
-// How often each path ran (op_bench reports which one the measured shapes took).
+// How often each GELU path ran (op_bench reports which one the measured shapes took).
 struct EpilogueUse {
   int64_t gelu_epilogue = 0, gelu_kernel = 0;
   int64_t gelu_backward_epilogue = 0, gelu_backward_kernel = 0;
-  int64_t bias_gradient_fp32 = 0, bias_gradient_in_type = 0, bias_gradient_kernel = 0;
 };
 
 class CudaBackend final : public Backend {
  public:
   // Scratch and the GEMM workspace come from `device_allocator` (its workspace pool).
-  CudaBackend(int ordinal, TrackingAllocator& device_allocator);
+  CudaBackend(int ordinal, TrackingAllocator& device_allocator, const BackendOptions& options);
   ~CudaBackend() override;
 
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
-  // Each setter also makes earlier recordings stale (RecordedWork::stale): they hold the old choices.
-  void set_gemm_epilogues(GemmEpilogues epilogues) {
-    epilogues_ = epilogues;
-    ++recording_generation_;
-  }
-  // Replaces the GEMM plans (the environment's ZB_GEMM_ALGORITHMS picks at construction).
-  void set_gemm_algorithms(GemmAlgorithms algorithms);
-  // The environment's ZB_WEIGHT_GRADIENTS picks at construction.
-  void set_weight_gradients(WeightGradients where) {
-    weight_gradients_ = where;
-    ++recording_generation_;
-  }
+  const BackendOptions& options() const { return options_; }
+  // Takes other choices (tests and op_bench compare them in one process): earlier recordings become stale
+  // (RecordedWork::stale), as they hold the old ones, and a change of gemm_algorithms replaces the GEMM plans.
+  void set_options(const BackendOptions& options);
   const TimingSummary& gemm_timing() const;
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
-  void set_attention_kernels(AttentionKernels kernels) {
-    attention_kernels_ = kernels;
-    ++recording_generation_;
-  }
-  // The environment's ZB_PASS_RECORDING picks at construction.
-  void set_pass_recording(PassRecording recording) {
-    pass_recording_ = recording;
-    ++recording_generation_;
-  }
-  // The environment's ZB_NORM_ROWS picks at construction.
-  void set_norm_rows(NormRows rows) {
-    norm_rows_ = rows;
-    ++recording_generation_;
-  }
   const AttentionUse& attention_use() const { return attention_use_; }
   std::string kernel_choices() const override;
 
@@ -95,7 +59,7 @@ class CudaBackend final : public Backend {
   void fill_value(Tensor& t, double value) override;
   void synchronize() override;
   // The main stream's work captured into a CUDA graph (ZB_PASS_RECORDING=eager: none).
-  bool can_record() const override { return pass_recording_ == PassRecording::graphs; }
+  bool can_record() const override { return options_.pass_recording == PassRecording::graphs; }
   void begin_recording() override;
   std::unique_ptr<RecordedWork> end_recording(std::string& why_not) override;
   void abandon_recording() noexcept override;
@@ -108,8 +72,8 @@ class CudaBackend final : public Backend {
   void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable,
                           GradWrite write = GradWrite::add) override;
 
-  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out, Tensor& mean,
-                         Tensor& rstd) override;
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                         Tensor& mean, Tensor& rstd) override;
   void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
                           GradWrite write = GradWrite::add) override;
@@ -166,20 +130,16 @@ class CudaBackend final : public Backend {
   cuda::Scratch scratch(size_t bytes);
   static constexpr size_t kScratchTotalBytes = 256;  // sum_of_squares' total, before its partials
   // A linear layer's backward once its input-gradient GEMM (plain or with the DGELU epilogue) is set: the bias
-  // gradient (our reduction unless BGRADB is chosen), that GEMM and the weight-gradient GEMM, the latter on the
-  // side stream at the same time where weight_gradients_ says so and both GEMMs' algorithms are chosen (timing
-  // a candidate wants the GPU to itself).
+  // gradient (our column reduction), that GEMM and the weight-gradient GEMM, the latter on the side stream at
+  // the same time once both GEMMs' algorithms are chosen (timing a candidate wants the GPU to itself). The side
+  // stream fills the multiprocessors the other GEMM leaves idle (a 768 x 768 weight gradient is 36 output
+  // tiles for 132 of them); the two write different tensors, so the bits are the same either way.
   template <typename T>
   void linear_backward(const cuda::GemmArgs& input_gradient, const Tensor& dout, const Tensor& inp, int64_t n,
                        int64_t k, int64_t m, Tensor& dweight, Tensor& dbias, GradWrite write);
   // dbias += (or =) dout [n, m]'s column sums by the column reduction.
   template <typename T>
   void reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& dbias, GradWrite write);
-  // The weight-gradient GEMM with cuBLASLt's BGRADB epilogue adding dout's column sums into dbias (or writing
-  // them); where cuBLASLt has none for the types, the plain GEMM and reduce_bias.
-  template <typename T>
-  void weight_gradient_with_bias_epilogue(const cuda::GemmArgs& dweight_gemm, const Tensor& dout, int64_t n,
-                                          int64_t m, Tensor& dbias, GradWrite write);
   // cuDNN's attention when it is chosen and the data is bf16 (created on first use), else nullptr; defined only
   // in builds with cuDNN (CMake says at configure time when there is none).
   cuda::CudnnAttention* cudnn_attention(const Tensor& qkv);
@@ -196,25 +156,21 @@ class CudaBackend final : public Backend {
   cudaStream_t aside_stream_ = nullptr;
   cudaEvent_t aside_fork_ = nullptr;
   bool aside_ = false;
-  OptimizerUpdates optimizer_updates_;
-  PassRecording pass_recording_;
+  BackendOptions options_;
   bool recording_ = false;  // the main stream is being captured
   // Counts the changes that make a recording stale: scratch_ or the GEMM plans (and their workspaces) replaced,
   // a kernel choice set.
   uint64_t recording_generation_ = 0;
-  WeightGradients weight_gradients_;
   std::unique_ptr<cuda::CublasLtGemm> gemm_;
   Buffer scratch_;
-  GemmEpilogues epilogues_;
   EpilogueUse epilogue_use_;
-  AttentionKernels attention_kernels_ = AttentionKernels::own;
-  NormRows norm_rows_ = NormRows::teams;
   // Shared, not unique: a build without cuDNN never creates one, and an empty shared_ptr needs no complete type.
   std::shared_ptr<cuda::CudnnAttention> cudnn_attention_;
   AttentionUse attention_use_;
 };
 
 // The number of usable GPUs and a backend for GPU `ordinal`.
-std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator);
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator,
+                                           const BackendOptions& options);
 
 }  // namespace zb

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/attention_shape.h"
-#include "kernels/norm_rows.h"
+#include "kernels/backend_options.h"
 #include "kernels/optimizer_params.h"
 
 namespace zb::cuda {
@@ -45,11 +45,11 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T*
                        int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows,
-                        Scratch scratch, cudaStream_t stream);
+                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
+                        cudaStream_t stream);
 template <typename T>
-void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
-                     NormRows rows, cudaStream_t stream);
+void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c, NormRows rows,
+                     cudaStream_t stream);
 // residual = a + b (rounded to T), then the norm of residual: one kernel, the sum never re-read from DRAM.
 template <typename T>
 void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
@@ -75,14 +75,10 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
 // Grouped-query attention's key (or value) gradient from per-query-head ones: dst[t, g, :] = the sum over the
 // query heads h of group g of full[t, h, :], for full [tokens, heads * head_dim] and dst the key (value) heads
 // of a dqkv [tokens, qkv_width].
-void sum_head_groups(const __nv_bfloat16* full, const AttentionShape& shape, __nv_bfloat16* dst,
-                     cudaStream_t stream);
+void sum_head_groups(const __nv_bfloat16* full, const AttentionShape& shape, __nv_bfloat16* dst, cudaStream_t stream);
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
 
-// dst[i] += src[i], in fp32, rounded once to D.
-template <typename S, typename D>
-void add_into(const S* src, D* dst, int64_t n, cudaStream_t stream);
 template <typename T>
 void gelu_forward(const T* inp, T* out, int64_t n, cudaStream_t stream);
 template <typename T>
@@ -112,8 +108,7 @@ void sum_partials(const double* partials, int64_t count, double* result, cudaStr
 // *total += scale * (values[0] + ... + values[n-1]), in a fixed order.
 void accumulate_sum(const float* values, int64_t n, double scale, double* total, cudaStream_t stream);
 // *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm) (kernels/clip_factor.h).
-void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float* factor,
-                 cudaStream_t stream);
+void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float* factor, cudaStream_t stream);
 
 template <typename T>
 void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n,

@@ -21,7 +21,7 @@
 #include <tuple>
 
 #include "kernels/attention_shape.h"
-#include "kernels/gemm_algorithms.h"
+#include "kernels/timing_summary.h"
 
 struct cudnnContext;
 

@@ -1,4 +1,5 @@
-// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU and the residual add. Memory-bound:
+// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU, the residual add and the fills of initial
+// values. Memory-bound:
 // each thread moves 16-byte vectors when the sizes and pointers allow, one element otherwise.
 #include "core/random.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -69,7 +70,9 @@ __device__ __forceinline__ float gelu_grad(float x) {
   return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) {
+  return x / (1.0f + expf(-x));
+}
 
 // The gradients of silu(gate) * up with respect to the gate and the up projection, given the output's g.
 struct SwigluGrad {
@@ -98,12 +101,6 @@ void fill_normal(T* out, int64_t n, uint64_t seed, uint64_t random_stream, int64
 template <typename T>
 void fill_value(T* out, int64_t n, float value, cudaStream_t stream) {
   launch_for_each<1>(n, stream, [=] __device__(int64_t i) { out[i] = from_float<T>(value); });
-}
-
-template <typename S, typename D>
-void add_into(const S* src, D* dst, int64_t n, cudaStream_t stream) {
-  launch_for_each<1>(n, stream,
-                     [=] __device__(int64_t i) { dst[i] = from_float<D>(to_float(dst[i]) + to_float(src[i])); });
 }
 
 template <typename T>
@@ -190,10 +187,6 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
-
-template void add_into<float, float>(const float*, float*, int64_t, cudaStream_t);
-template void add_into<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
-template void add_into<bf16, bf16>(const bf16*, bf16*, int64_t, cudaStream_t);
 
 template void fill_normal<float>(float*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
 template void fill_normal<bf16>(bf16*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);

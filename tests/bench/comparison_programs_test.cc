@@ -92,6 +92,7 @@ const std::vector<std::string> kFields = {"stage",
                                           "cloud_provider",
                                           "git_commit",
                                           "timestamp",
+                                          "backend_options",
                                           "rank_step_spread_pct",
                                           "rank_busy_spread_pct",
                                           "slowest_rank",
@@ -351,10 +352,10 @@ TEST(ComparisonPrograms, AHostfileLaunchGroupsTheRanksByHost) {
   TempDir out;
   const fs::path hosts = out.path() / "hosts";
   std::ofstream(hosts) << "localhost slots=3\n";
-  const ProgramResult r = run_command(
-      std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") + ZB_MPIEXEC +
-      " -np 3 --hostfile " + hosts.string() + " --mca mpi_yield_when_idle 1 " + ZB_BINARY_DIR + "/zero_bench " +
-      kTiny + " --stages 1 --output-dir " + (out.path() / "results").string());
+  const ProgramResult r =
+      run_command(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
+                  ZB_MPIEXEC + " -np 3 --hostfile " + hosts.string() + " --mca mpi_yield_when_idle 1 " + ZB_BINARY_DIR +
+                  "/zero_bench " + kTiny + " --stages 1 --output-dir " + (out.path() / "results").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path() / "results", "zero_comparison_", ".json"));
   ASSERT_EQ(records.size(), 1u);
@@ -475,9 +476,17 @@ TEST(ComparisonPrograms, ABaselineThatCannotBeComparedIsRefused) {
     return path.string();
   };
   Json other = Json::array();
-  other.push_back({{"model", "gpt2-xl"}, {"stage", 1}, {"strategy", "none"}, {"world_size", 2}, {"batch_size", 2},
-                   {"seq_length", 32}, {"grad_accum", 1}, {"dtype", "fp32"}, {"status", "ok"},
-                   {"throughput_tokens_per_sec", 1000.0}, {"gpu_peak_gb", 1.0}});
+  other.push_back({{"model", "gpt2-xl"},
+                   {"stage", 1},
+                   {"strategy", "none"},
+                   {"world_size", 2},
+                   {"batch_size", 2},
+                   {"seq_length", 32},
+                   {"grad_accum", 1},
+                   {"dtype", "fp32"},
+                   {"status", "ok"},
+                   {"throughput_tokens_per_sec", 1000.0},
+                   {"gpu_peak_gb", 1.0}});
   const std::vector<std::pair<std::string, std::string>> cases = {
       {write("empty.json", "[]"), "holds no results"},
       {write("fields.json", R"([{"model": "gpt2-tiny", "stage": 1}])"), "result 1 lacks strategy, world_size"},
@@ -504,9 +513,9 @@ class ComparisonInterrupted : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ComparisonInterrupted, WritesWhatHasFinished) {
   TempDir out;
-  const ProgramResult r = run_command("timeout --foreground --preserve-status -s " + GetParam() + " 4 " +
-                                      std::string(ZB_BINARY_DIR) + "/zero_bench " + tiny_run(600) + " --output-dir " +
-                                      out.path().string());
+  const ProgramResult r =
+      run_command("timeout --foreground --preserve-status -s " + GetParam() + " 4 " + std::string(ZB_BINARY_DIR) +
+                  "/zero_bench " + tiny_run(600) + " --output-dir " + out.path().string());
   EXPECT_EQ(r.exit_code, 130) << r.output;
   EXPECT_NE(r.output.find("interrupted: "), std::string::npos) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
@@ -527,8 +536,9 @@ TEST(ComparisonPrograms, CtrlCUnderMpirunWritesWhatHasFinished) {
   TempDir out, nvme;
   const ProgramResult r = run_command(
       "timeout --foreground -s INT 5 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 " +
-      std::string(ZB_MPIEXEC) + " -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca odls_base_sigkill_timeout 5 " +
-      ZB_BINARY_DIR + "/offload_bench " + tiny_run(600) + " --strategies none nvme --nvme-path " + nvme.path().string() +
+      std::string(ZB_MPIEXEC) +
+      " -np 2 --oversubscribe --mca mpi_yield_when_idle 1 --mca odls_base_sigkill_timeout 5 " + ZB_BINARY_DIR +
+      "/offload_bench " + tiny_run(600) + " --strategies none nvme --nvme-path " + nvme.path().string() +
       " --output-dir " + out.path().string());
   EXPECT_NE(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path(), "offload_comparison_", ".json"));
@@ -692,8 +702,10 @@ INSTANTIATE_TEST_SUITE_P(
 // below 512 runs at its maximum instead of being refused.
 TEST(ComparisonPrograms, TheDefaultSequenceFitsTheModel) {
   TempDir out;
-  const ProgramResult r = run_job("zero_bench", "--device cpu --model gpt2-tiny --batch-size 1 --stages 0 "
-                                                "--num-steps 1 --warmup-steps 0 --output-dir " + out.path().string());
+  const ProgramResult r = run_job("zero_bench",
+                                  "--device cpu --model gpt2-tiny --batch-size 1 --stages 0 "
+                                  "--num-steps 1 --warmup-steps 0 --output-dir " +
+                                      out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path(), "zero_comparison_", ".json"));
   ASSERT_EQ(records.size(), 1u);
@@ -726,8 +738,8 @@ TEST(ComparisonPrograms, BadTokenFilesAreRefusedBeforeAnyConfiguration) {
     fs::create_directories(folder);
     c.write((folder / "shard_000.bin").string());
     for (const char* program : {"zero_bench", "offload_bench"}) {
-      const ProgramResult r = run_job(program, kTiny + " --data '" + (folder / "shard_*.bin").string() +
-                                                   "' --output-dir " + results.string());
+      const ProgramResult r = run_job(
+          program, kTiny + " --data '" + (folder / "shard_*.bin").string() + "' --output-dir " + results.string());
       EXPECT_EQ(r.exit_code, 2) << program << ": " << r.output;
       EXPECT_NE(r.output.find("--data"), std::string::npos) << program << ": " << r.output;
       EXPECT_NE(r.output.find(c.expected), std::string::npos) << program << ": " << r.output;
@@ -741,8 +753,8 @@ TEST(ComparisonPrograms, BadTokenFilesAreRefusedBeforeAnyConfiguration) {
 TEST(ComparisonPrograms, TwoRunsIntoOneFolderKeepTheirOwnFiles) {
   TempDir out;
   const std::string one = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
-                          ZB_MPIEXEC + " -np 1 " + ZB_BINARY_DIR + "/zero_bench " + kTiny +
-                          " --output-dir " + out.path().string();
+                          ZB_MPIEXEC + " -np 1 " + ZB_BINARY_DIR + "/zero_bench " + kTiny + " --output-dir " +
+                          out.path().string();
   const ProgramResult r = run_command("(" + one + " --stages 0 > /dev/null 2>&1 &); " + one + " --stages 1; wait");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (int waited = 0; waited < 600; ++waited) {  // the first run's files, written by a process not waited for
@@ -812,17 +824,19 @@ TEST(ComparisonPrograms, ADeepSpeedConfigsGlobalBatchIsSplitOverTheGpus) {
   TempDir out;
   const auto run_with = [&](const std::string& name, const std::string& config) {
     std::ofstream(out.path() / name) << config;
-    return run_job("zero_bench", "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 "
-                                 "--stages 1 --config " + (out.path() / name).string() + " --output-dir " +
-                                     (out.path() / (name + ".results")).string());
+    return run_job("zero_bench",
+                   "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 "
+                   "--stages 1 --config " +
+                       (out.path() / name).string() + " --output-dir " + (out.path() / (name + ".results")).string());
   };
   const ProgramResult r = run_with("global.json", R"({"train_batch_size": 8})");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Json records = read_json(only_file(out.path() / "global.json.results", "zero_comparison_", ".json"));
   EXPECT_EQ(records[0]["batch_size"], 4);
   EXPECT_EQ(records[0]["grad_accum"], 1);
-  const ProgramResult bad = run_with(
-      "three.json", R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})");
+  const ProgramResult bad =
+      run_with("three.json",
+               R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("8 != 2 x 4 x 2"), std::string::npos) << bad.output;
 }

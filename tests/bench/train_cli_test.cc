@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <utility>
 
+#include "bench/bench_record.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
 #include "support/token_files.h"
@@ -25,26 +27,87 @@ TEST(TrainCli, PrintsOneLineAStep) {
   EXPECT_EQ(steps, 3) << r.output;
 }
 
-// The kernel switches come from the environment; a bad value is bad input like a bad flag.
-TEST(TrainCli, RefusesAnUnknownKernelChoice) {
-  const std::string train = std::string(ZB_BINARY_DIR) + "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16";
+// --json writes the record zero_bench writes for a configuration: the same keys, this run's figures (its last
+// loss as printed), one rank; an existing file is refused before training and left as it was.
+TEST(TrainCli, JsonWritesTheComparisonProgramsRecord) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "run.json").string();
+  const auto r = run_program("train",
+                             "--device cpu --model gpt2-tiny --num-steps 4 --warmup-steps 1 --seq-length 16 "
+                             "--batch-size 2 --json " +
+                                 path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << r.output;
+  const nlohmann::ordered_json records = nlohmann::ordered_json::parse(in);
+  ASSERT_TRUE(records.is_array());
+  ASSERT_EQ(records.size(), 1u);
+  const nlohmann::ordered_json& record = records[0];
+  std::vector<std::string> keys, expected;
+  for (const auto& item : record.items()) keys.push_back(item.key());
+  const nlohmann::ordered_json empty = to_json(BenchRecord{});  // (items() would not keep a temporary alive)
+  for (const auto& item : empty.items()) expected.push_back(item.key());
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(record["status"], "ok");
+  EXPECT_EQ(record["model"], "gpt2-tiny");
+  EXPECT_EQ(record["batch_size"], 2);
+  EXPECT_EQ(record["seq_length"], 16);
+  EXPECT_EQ(record["world_size"], 1);
+  EXPECT_EQ(record["per_rank"].size(), 1u);
+  EXPECT_EQ(record["per_rank"][0]["rank"], 0);
+  EXPECT_TRUE(record["p90_step_ms"].is_number());
+  EXPECT_GT(record["throughput_tokens_per_sec"].get<double>(), 0.0);
+  const std::smatch last = [&] {
+    std::smatch m;
+    std::regex_search(r.output, m, std::regex(R"(step 4/4 \| loss (\d+\.\d{4}))"));
+    return m;
+  }();
+  ASSERT_EQ(last.size(), 2u) << r.output;
+  EXPECT_NEAR(record["loss_last"].get<double>(), std::stod(last[1]), 5e-5);
+
+  const auto again =
+      run_program("train", "--device cpu --model gpt2-tiny --num-steps 1 --seq-length 16 --json " + path);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("--json: " + path + " exists"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("step 1/1"), std::string::npos) << "no training before the error";
+  std::ifstream kept(path);
+  EXPECT_EQ(nlohmann::ordered_json::parse(kept), records) << "the first record is left as it was";
+}
+
+// The backend options come from the environment; a bad value is bad input like a bad flag, and the variables
+// the table no longer has are not read.
+TEST(TrainCli, RefusesAnUnknownBackendOption) {
+  const std::string train =
+      std::string(ZB_BINARY_DIR) + "/train --device cpu --model gpt2-tiny --num-steps 1 --seq-length 16";
   for (const auto& [setting, message] :
-       {std::pair<std::string, std::string>{"ZB_ATTENTION=fast", "ZB_ATTENTION=fast: accepted values are cudnn, own"},
+       {std::pair<std::string, std::string>{"ZB_ATTENTION=fast",
+                                            "ZB_ATTENTION=fast: accepted values are cudnn, own (default cudnn)"},
         {"ZB_GEMM_ALGORITHMS=best", "ZB_GEMM_ALGORITHMS=best: accepted values are timed, heuristic"},
-        {"ZB_WEIGHT_GRADIENTS=2", "ZB_WEIGHT_GRADIENTS=2: accepted values are concurrent, serial"},
+        {"ZB_GEMM_EPILOGUES=all", "ZB_GEMM_EPILOGUES=all: accepted values are fused, kernels"},
         {"ZB_NORM_ROWS=threads", "ZB_NORM_ROWS=threads: accepted values are teams, warps"},
-        {"ZB_OPTIMIZER_UPDATES=early", "ZB_OPTIMIZER_UPDATES=early: accepted values are aside, in_order"},
-        {"ZB_PASS_RECORDING=on", "ZB_PASS_RECORDING=on: accepted values are graphs, eager"}}) {
+        {"ZB_PASS_RECORDING=on", "ZB_PASS_RECORDING=on: accepted values are graphs, eager"},
+        {"ZB_LOG_LEVEL=loud", "ZB_LOG_LEVEL=loud: accepted values are debug, info, warn, error (default info)"}}) {
     const auto r = test::run_command(setting + " " + train);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("step 1/1"), std::string::npos) << "no training before the error";
   }
-  for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_WEIGHT_GRADIENTS=serial",
-                              "ZB_NORM_ROWS=warps", "ZB_OPTIMIZER_UPDATES=in_order", "ZB_PASS_RECORDING=eager"}) {
+  for (const char* setting : {"ZB_ATTENTION=own", "ZB_GEMM_ALGORITHMS=heuristic", "ZB_GEMM_EPILOGUES=kernels",
+                              "ZB_NORM_ROWS=warps", "ZB_PASS_RECORDING=eager", "ZB_LOG_LEVEL=error"}) {
     const auto r = test::run_command(std::string(setting) + " " + train);
     EXPECT_EQ(r.exit_code, 0) << setting << "\n" << r.output;
   }
+}
+
+// --help lists the backend options' table: every variable, its values and its default.
+TEST(TrainCli, HelpListsTheBackendOptions) {
+  const auto r = run_program("train", "--help");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* entry :
+       {"ZB_ATTENTION=cudnn|own (default cudnn)", "ZB_GEMM_ALGORITHMS=timed|heuristic (default timed)",
+        "ZB_GEMM_EPILOGUES=fused|kernels (default fused)", "ZB_NORM_ROWS=teams|warps (default teams)",
+        "ZB_PASS_RECORDING=graphs|eager (default graphs)", "ZB_LOG_LEVEL=debug|info|warn|error (default info)"})
+    EXPECT_NE(r.output.find(entry), std::string::npos) << entry << "\n" << r.output;
 }
 
 TEST(TrainCli, HelpListsEveryFlagWithItsDefault) {
@@ -76,33 +139,31 @@ TEST_P(TrainCliBadInput, ExitsWithCode2AndNamesTheFlag) {
 
 INSTANTIATE_TEST_SUITE_P(
     Flags, TrainCliBadInput,
-    ::testing::Values(BadInput{"--model gpt5", "--model: unknown model 'gpt5'"},
-                      BadInput{"--model gpt5", "llama-tiny"},
-                      BadInput{"--optimizer lion", "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd)"},
-                      BadInput{"--batch-size 0", "--batch-size: must be an integer in [1, "},
-                      BadInput{"--batch-size 1152921504606846976", "--batch-size: must be an integer in [1, "},
-                      BadInput{"--batch-size 100000000 --seq-length 64", "tokens per micro-batch"},
-                      BadInput{"--momentum nan", "--momentum: must be a number in [0, "},
-                      BadInput{"--grad-clip nan", "--grad-clip: must be a number"},
-                      BadInput{"--lr inf", "--lr: must be a non-zero number"},
-                      BadInput{"--lr 1e-50", "that fp32 can hold"},
-                      BadInput{"--weight-decay -5", "--weight-decay: must be a number in [0, "},
-                      BadInput{"--seed -1", "--seed: must be a non-negative integer"},
-                      BadInput{"--batch-size many", "'--batch-size' is invalid"},
-                      BadInput{"--model gpt2-tiny --seq-length 4096", "--seq-length: 4096 exceeds gpt2-tiny's maximum of 64"},
-                      BadInput{"--model gpt2-tiny --seq-length 0", "--seq-length: must be a positive integer, got 0"},
-                      BadInput{"--device tpu", "--device: unknown device 'tpu' (accepted: cpu, cuda, cuda:N)"},
-                      BadInput{"--lr 0", "--lr: must be a non-zero number"},
-                      BadInput{"--grad-clip -1", "--grad-clip"},
-                      BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
-                      BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
-                      BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"},
-                      BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 1.5",
-                               "--offload-ratio: must be a fraction in (0, 1], got 1.5"},
-                      BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 0", "--offload-ratio: must be"},
-                      BadInput{"--device cpu --offload cpu_full --offload-ratio 0.5",
-                               "--offload-ratio: 0.5 keeps part of the optimizer state on the GPU"},
-                      BadInput{"--device cpu --offload-ratio 0.5", "accepted with cpu_optimizer and nvme; none takes 1"}),
+    ::testing::Values(
+        BadInput{"--model gpt5", "--model: unknown model 'gpt5'"}, BadInput{"--model gpt5", "llama-tiny"},
+        BadInput{"--optimizer lion", "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd)"},
+        BadInput{"--batch-size 0", "--batch-size: must be an integer in [1, "},
+        BadInput{"--batch-size 1152921504606846976", "--batch-size: must be an integer in [1, "},
+        BadInput{"--batch-size 100000000 --seq-length 64", "tokens per micro-batch"},
+        BadInput{"--momentum nan", "--momentum: must be a number in [0, "},
+        BadInput{"--grad-clip nan", "--grad-clip: must be a number"},
+        BadInput{"--lr inf", "--lr: must be a non-zero number"}, BadInput{"--lr 1e-50", "that fp32 can hold"},
+        BadInput{"--weight-decay -5", "--weight-decay: must be a number in [0, "},
+        BadInput{"--seed -1", "--seed: must be a non-negative integer"},
+        BadInput{"--batch-size many", "'--batch-size' is invalid"},
+        BadInput{"--model gpt2-tiny --seq-length 4096", "--seq-length: 4096 exceeds gpt2-tiny's maximum of 64"},
+        BadInput{"--model gpt2-tiny --seq-length 0", "--seq-length: must be a positive integer, got 0"},
+        BadInput{"--device tpu", "--device: unknown device 'tpu' (accepted: cpu, cuda, cuda:N)"},
+        BadInput{"--lr 0", "--lr: must be a non-zero number"}, BadInput{"--grad-clip -1", "--grad-clip"},
+        BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
+        BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
+        BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"},
+        BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 1.5",
+                 "--offload-ratio: must be a fraction in (0, 1], got 1.5"},
+        BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 0", "--offload-ratio: must be"},
+        BadInput{"--device cpu --offload cpu_full --offload-ratio 0.5",
+                 "--offload-ratio: 0.5 keeps part of the optimizer state on the GPU"},
+        BadInput{"--device cpu --offload-ratio 0.5", "accepted with cpu_optimizer and nvme; none takes 1"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
 // 1000 ids below 256, for gpt2-tiny.
@@ -114,8 +175,8 @@ std::vector<uint16_t> shard_ids() {
 
 TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
   test::TempDir dir;
-  const std::string arguments = "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" +
-                                (dir / "shard_*.bin") + "'";
+  const std::string arguments =
+      "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --data '" + (dir / "shard_*.bin") + "'";
   test::write_shard(dir / "shard_000.bin", shard_ids());
   const auto ok = run_program("train", arguments);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;

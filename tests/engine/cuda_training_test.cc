@@ -33,8 +33,7 @@ TEST_P(CudaStep, ForwardBackwardMatchesTheCpu) {
   const TransformerConfig config = resolve_model(c.model);
   const ParameterLayout layout(config);
   const int64_t batch = 4, seq = 48;
-  const TokenBatch tokens =
-      make_synthetic_tokens({batch, seq, 0, 1}, config.vocab_size, 5)->next_batch();
+  const TokenBatch tokens = make_synthetic_tokens({batch, seq, 0, 1}, config.vocab_size, 5)->next_batch();
 
   TrackingAllocator host(std::make_unique<HostMemory>());
   ParameterStore cpu_store(layout, host, DType::f32, true);
@@ -102,8 +101,8 @@ TEST_F(CudaTraining, TenFp32StepsOfGpt2MatchTheCpu) {
   options.dtype = DType::f32;
   const auto on_gpu = losses(*gpu, *allocator, options, 10);
   for (size_t i = 0; i < on_cpu.size(); ++i)
-    EXPECT_LE(std::abs(on_gpu[i] - on_cpu[i]) / on_cpu[i], 1e-4) << "step " << i + 1 << ": " << on_cpu[i] << " vs "
-                                                                 << on_gpu[i];
+    EXPECT_LE(std::abs(on_gpu[i] - on_cpu[i]) / on_cpu[i], 1e-4)
+        << "step " << i + 1 << ": " << on_cpu[i] << " vs " << on_gpu[i];
 }
 
 TrainingOptions bf16_gpt2() {
@@ -117,7 +116,7 @@ TrainingOptions bf16_gpt2() {
 
 // With our attention kernels every reduction has a fixed order (cuDNN's backward adds dQ with atomics).
 TEST_F(CudaTraining, RepeatedBf16RunsWithOurAttentionAreBitIdentical) {
-  gpu->set_attention_kernels(AttentionKernels::own);
+  use(&BackendOptions::attention, AttentionKernels::own);
   const auto first = losses(*gpu, *allocator, bf16_gpt2(), 3);
   EXPECT_EQ(losses(*gpu, *allocator, bf16_gpt2(), 3), first);
   EXPECT_LT(first.back(), first.front() + 0.5) << "and the run trains";
@@ -127,13 +126,12 @@ TEST_F(CudaTraining, RepeatedBf16RunsWithOurAttentionAreBitIdentical) {
 #ifdef ZB_HAVE_CUDNN
 // The default, cuDNN's fused attention, trains as ours does: the same losses up to bf16 rounding.
 TEST_F(CudaTraining, CudnnAttentionTrainsAsOursDoes) {
-  gpu->set_attention_kernels(AttentionKernels::own);
+  use(&BackendOptions::attention, AttentionKernels::own);
   const auto ours = losses(*gpu, *allocator, bf16_gpt2(), 5);
-  gpu->set_attention_kernels(AttentionKernels::cudnn);
+  use(&BackendOptions::attention, AttentionKernels::cudnn);
   const auto theirs = losses(*gpu, *allocator, bf16_gpt2(), 5);
   ASSERT_GT(gpu->attention_use().cudnn_backward, 0) << gpu->attention_use().why_not_cudnn;
-  for (size_t i = 0; i < ours.size(); ++i)
-    EXPECT_NEAR(theirs[i], ours[i], 5e-3 * ours[i]) << "step " << i + 1;
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_NEAR(theirs[i], ours[i], 5e-3 * ours[i]) << "step " << i + 1;
   EXPECT_LT(theirs.back(), theirs.front() + 0.5) << "and the run trains";
 }
 #endif
@@ -143,8 +141,8 @@ TEST_F(CudaTraining, CudnnAttentionTrainsAsOursDoes) {
 // the gradients and those that add to them are both replayed, each replay is timed on its own marks, and a
 // recording made stale by a kernel choice set mid-run is recorded again.
 TEST_F(CudaTraining, ReplayedPassesTrainBitIdenticallyToQueuedOnes) {
-  gpu->set_attention_kernels(AttentionKernels::own);
-  gpu->set_gemm_algorithms(GemmAlgorithms::heuristic);
+  use(&BackendOptions::attention, AttentionKernels::own);
+  use(&BackendOptions::gemm_algorithms, GemmAlgorithms::heuristic);
   TrainingOptions options = bf16_gpt2();
   options.grad_accum = 2;
   struct Run {
@@ -153,12 +151,12 @@ TEST_F(CudaTraining, ReplayedPassesTrainBitIdenticallyToQueuedOnes) {
     std::string replay;
   };
   const auto train = [&](PassRecording recording) {
-    gpu->set_pass_recording(recording);
+    use(&BackendOptions::pass_recording, recording);
     auto data = make_synthetic_tokens({options.batch, options.seq, 0, 1}, options.model.vocab_size, 9);
     Trainer trainer(options, *gpu, *allocator, *data);
     Run run;
     for (int i = 0; i < 5; ++i) {
-      if (i == 3) gpu->set_norm_rows(NormRows::teams);  // the default again, but the recordings are stale
+      if (i == 3) use(&BackendOptions::norm_rows, NormRows::teams);  // the default again, but the recordings are stale
       run.steps.push_back(trainer.step());
     }
     run.state = test::optimizer_state(*gpu, trainer.store());
@@ -183,9 +181,9 @@ TEST_F(CudaTraining, ReplayedPassesTrainBitIdenticallyToQueuedOnes) {
 // cuDNN's attention (the default) records too; its backward adds dQ with atomics, so the runs agree to bf16
 // rounding rather than bit for bit.
 TEST_F(CudaTraining, ReplayedPassesWithCudnnAttentionTrainAsQueuedOnes) {
-  gpu->set_attention_kernels(AttentionKernels::cudnn);
+  use(&BackendOptions::attention, AttentionKernels::cudnn);
   const auto train = [&](PassRecording recording, std::string& replay) {
-    gpu->set_pass_recording(recording);
+    use(&BackendOptions::pass_recording, recording);
     auto data = make_synthetic_tokens({2, 256, 0, 1}, bf16_gpt2().model.vocab_size, 9);
     Trainer trainer(bf16_gpt2(), *gpu, *allocator, *data);
     std::vector<double> losses;

@@ -1,8 +1,9 @@
 // ZeRO stages on GPUs over NCCL, under mpirun with one rank per GPU (skipped where a rank has no GPU of its
 // own): every stage, with and without gradient accumulation, trains the tiny models in bf16 as one GPU does
 // on the same global batch (within bf16 tolerance), and stage 3's loss curve over 50 steps of gpt2 overlaps
-// stage 0's; pipelined updates train bit-identically to updates in order. Each offload strategy, with each stage, trains as the same stage without offload does, and those
-// that share the host's update train bit-identically over steps where the host sets the pace.
+// stage 0's; pipelined updates train bit-identically to updates in order. Each offload strategy, with each stage,
+// trains as the same stage without offload does, and those that share the host's update train bit-identically over
+// steps where the host sets the pace.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,9 +17,9 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "models/model_registry.h"
 #include "support/mpi_test_environment.h"
-#include "support/zero_cases.h"
 #include "support/temp_dir.h"
 #include "support/tensor_views.h"
+#include "support/zero_cases.h"
 
 namespace zb {
 namespace {
@@ -32,12 +33,13 @@ struct Outcome {
 // Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone. Bit-for-bit
 // comparisons take our attention kernels, whose backward has no atomics.
 Outcome train(const TrainingOptions& options, int steps, bool distributed,
-              AttentionKernels attention = attention_kernels_from_environment()) {
+              AttentionKernels attention = BackendOptions::from_environment().attention) {
   MpiWorld& world = test::mpi_world();
   const Device device = Device::cuda(world.local_rank());
   TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
-  CudaBackend backend(device.index, allocator);
-  backend.set_attention_kernels(attention);
+  BackendOptions backend_options = BackendOptions::from_environment();
+  backend_options.attention = attention;
+  CudaBackend backend(device.index, allocator, backend_options);
   std::unique_ptr<Communicator> comm;
   if (distributed) comm = make_communicator(world, device, backend.native_stream());
   const int rank = distributed ? world.rank() : 0, size = distributed ? world.size() : 1;

@@ -96,6 +96,9 @@ TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
   zero.zero.allgather_bucket_size = 20'000;
   zero.zero.stage3_param_persistence_threshold = 0;  // partition every unit
   zero.zero.stage3_prefetch_bucket_size = 30'000;
+  // The ranks' collectives are compared every step too: a schedule that issued them differently on some rank
+  // (or a check that flagged a schedule that does not) stops the run with an Error.
+  zero.zero.check_collectives = true;
   expect_equivalent(train(zero, &comm), train(reference, nullptr));
 }
 
@@ -260,6 +263,7 @@ TEST(ZeroKnobs, PipelinedUpdatesGatherEachUnitAfterItsOwnUpdate) {
       TrainingOptions zero = base_options(model, 2);
       zero.zero.stage = stage;
       zero.zero.pipelined_updates = true;
+      zero.zero.check_collectives = true;        // the lazily issued gathers in the same order on every rank
       zero.zero.allgather_bucket_size = 20'000;  // prefetch a unit or two ahead
       zero.zero.stage3_param_persistence_threshold = 10'000;  // stage 3: the final norm stays whole
       SCOPED_TRACE(testing::Message() << model << ", stage " << stage);

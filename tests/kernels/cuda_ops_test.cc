@@ -21,7 +21,9 @@ using test::relative_error;
 using test::view;
 
 // Binds a temporary view to the Tensor& of an output argument for the duration of one call.
-Tensor& out(Tensor&& t) { return t; }
+Tensor& out(Tensor&& t) {
+  return t;
+}
 
 class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixture {
  protected:
@@ -90,9 +92,9 @@ void CudaOps::embedding_case(int64_t n, int64_t v, int64_t c) {
 TEST_P(CudaOps, LayerNormForwardAndBackward) {
   for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
     SCOPED_TRACE(rows == NormRows::teams ? "teams" : "warps");
-    gpu->set_norm_rows(rows);
-    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600},
-                               {40, 3000}, {33, 201}, {5, 14400}}) {
+    use(&BackendOptions::norm_rows, rows);
+    for (const auto& [n, c] :
+         {std::pair<int64_t, int64_t>{77, 200}, {40, 768}, {41, 1280}, {45, 1600}, {40, 3000}, {33, 201}, {5, 14400}}) {
       SCOPED_TRACE(cat(n, " x ", c));
       layernorm_case(n, c, GradWrite::add);
       layernorm_case(n, c, GradWrite::overwrite);
@@ -105,8 +107,8 @@ void CudaOps::layernorm_case(int64_t n, int64_t c, GradWrite write) {
   auto x = normal(n * c, 2.0, 0.5), w = normal(c, 0.3, 1.0), b = normal(c), dout = normal(n * c);
   auto dx = normal(n * c), dw = normal(c), db = normal(c);
   std::vector<float> y(n * c), mean(n), rstd(n), rdx = dx, rdw = dw, rdb = db;
-  cpu.layernorm_forward(view(x, {n, c}), view(w, {c}), view(b, {c}), 1e-5f, out(view(y, {n, c})),
-                        out(view(mean, {n})), out(view(rstd, {n})));
+  cpu.layernorm_forward(view(x, {n, c}), view(w, {c}), view(b, {c}), 1e-5f, out(view(y, {n, c})), out(view(mean, {n})),
+                        out(view(rstd, {n})));
   cpu.layernorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(mean, {n}), view(rstd, {n}),
                          out(view(rdx, {n, c})), out(view(rdw, {c})), out(view(rdb, {c})), write);
 
@@ -126,7 +128,7 @@ void CudaOps::layernorm_case(int64_t n, int64_t c, GradWrite write) {
 // 136 columns: a team of one warp, 15 lanes idle; 3000: two vectors a thread.
 TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
   for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
-    gpu->set_norm_rows(rows);
+    use(&BackendOptions::norm_rows, rows);
     for (const auto& [n, c] : {std::pair<int64_t, int64_t>{70, 136}, {9, 3000}}) {
       SCOPED_TRACE(cat(rows == NormRows::teams ? "teams, " : "warps, ", n, " x ", c));
       residual_norms_case(n, c);
@@ -137,10 +139,12 @@ TEST_P(CudaOps, ResidualAddFusedIntoTheNorms) {
 void CudaOps::residual_norms_case(int64_t n, int64_t c) {
   auto a = normal(n * c), b = normal(n * c), w = normal(c, 0.3, 1.0), bias = normal(c);
   std::vector<float> sum(n * c), y(n * c), mean(n), rstd(n), y_rms(n * c), rstd_rms(n);
-  cpu.residual_layernorm_forward(view(a, {n, c}), view(b, {n, c}), out(view(sum, {n, c})), view(w, {c}), view(bias, {c}),
-                                 1e-5f, out(view(y, {n, c})), out(view(mean, {n})), out(view(rstd, {n})));
+  cpu.residual_layernorm_forward(view(a, {n, c}), view(b, {n, c}), out(view(sum, {n, c})), view(w, {c}),
+                                 view(bias, {c}), 1e-5f, out(view(y, {n, c})), out(view(mean, {n})),
+                                 out(view(rstd, {n})));
   std::vector<float> stored_sum = representable(sum, dt());  // the sum as the GPU stores it
-  cpu.rmsnorm_forward(view(stored_sum, {n, c}), view(w, {c}), 1e-5f, out(view(y_rms, {n, c})), out(view(rstd_rms, {n})));
+  cpu.rmsnorm_forward(view(stored_sum, {n, c}), view(w, {c}), 1e-5f, out(view(y_rms, {n, c})),
+                      out(view(rstd_rms, {n})));
   const Tensor ga = up(a, {n, c}), gb = up(b, {n, c}), gw = up(w, {c});
   Tensor g_sum = poisoned({n, c}, dt()), gy = poisoned({n, c}, dt()), g_mean = poisoned({n}, DType::f32);
   Tensor g_rstd = poisoned({n}, DType::f32), g_sum2 = poisoned({n, c}, dt()), gy_rms = poisoned({n, c}, dt());
@@ -163,9 +167,15 @@ TEST_P(CudaOps, RmsNormForwardAndBackward) {
   // too wide for a team (8200). Warps: fused (128 ... 8200), unfused (29000). Scalar either way (60).
   for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
     SCOPED_TRACE(rows == NormRows::teams ? "teams" : "warps");
-    gpu->set_norm_rows(rows);
-    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128}, {37, 1000}, {34, 2048}, {17, 4096},
-                               {33, 4000}, {20, 8200}, {9, 60}, {3, 29000}}) {
+    use(&BackendOptions::norm_rows, rows);
+    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 128},
+                               {37, 1000},
+                               {34, 2048},
+                               {17, 4096},
+                               {33, 4000},
+                               {20, 8200},
+                               {9, 60},
+                               {3, 29000}}) {
       SCOPED_TRACE(cat(n, " x ", c));
       rmsnorm_case(n, c, GradWrite::add);
       rmsnorm_case(n, c, GradWrite::overwrite);
@@ -195,32 +205,27 @@ struct MatmulCase {
   bool bias;
 };
 
-// Each case runs with cuBLASLt's epilogues (bias gradient, GELU) and with the backend's own kernels instead,
-// each with timed and with heuristic algorithm choices, and with the weight gradients on a second stream and
-// on the one. Timing runs every candidate on the operands (into a scratch C when the GEMM accumulates): the
-// accumulating weight gradients below start from random values, so a trial that wrote into them would show.
-// (A timed shape's first backward runs on one stream while it is timed; the later ones take the second.)
+// Each case runs with cuBLASLt's GELU epilogues and with the backend's own kernels instead, each with timed and
+// with heuristic algorithm choices. Timing runs every candidate on the operands (into a scratch C when the GEMM
+// accumulates): the accumulating weight gradients below start from random values, so a trial that wrote into
+// them would show. A timed shape's first backward runs on one stream while it is timed, the later ones put the
+// weight gradient on the second: each case runs the backwards twice, so both ways are checked.
 class CudaMatmul : public CudaOps {
  protected:
   void run(const MatmulCase& mc) {
     for (const GemmAlgorithms algorithms : {GemmAlgorithms::timed, GemmAlgorithms::heuristic}) {
-      gpu->set_gemm_algorithms(algorithms);
-      for (const WeightGradients where : {WeightGradients::concurrent, WeightGradients::serial}) {
-        gpu->set_weight_gradients(where);
-        for (const bool epilogues : {true, false}) {
-          SCOPED_TRACE(testing::Message() << (epilogues ? "cuBLASLt epilogues" : "own kernels")
-                                          << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic")
-                                          << (where == WeightGradients::concurrent ? ", two streams" : ", one"));
-          gpu->set_gemm_epilogues({.bias_gradient = epilogues, .gelu = epilogues, .gelu_backward = epilogues});
-          for (const GradWrite write : {GradWrite::add, GradWrite::overwrite}) {
-            SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
-            run_once(mc, write);
-            run_gelu_backward(mc, write);
-          }
+      use(&BackendOptions::gemm_algorithms, algorithms);
+      for (const GemmEpilogues epilogues : {GemmEpilogues::fused, GemmEpilogues::kernels}) {
+        SCOPED_TRACE(testing::Message() << (epilogues == GemmEpilogues::fused ? "cuBLASLt epilogues" : "own kernels")
+                                        << (algorithms == GemmAlgorithms::timed ? ", timed" : ", heuristic"));
+        use(&BackendOptions::gemm_epilogues, epilogues);
+        for (const GradWrite write : {GradWrite::add, GradWrite::overwrite}) {
+          SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
+          run_once(mc, write);
+          run_gelu_backward(mc, write);
         }
       }
     }
-    gpu->set_weight_gradients(WeightGradients::concurrent);
   }
 
   void run_once(const MatmulCase& mc, GradWrite write) {
@@ -269,9 +274,15 @@ class CudaMatmul : public CudaOps {
   }
 };
 
-TEST_P(CudaMatmul, AlignedWithBias) { run({256, 192, 320, true}); }
-TEST_P(CudaMatmul, OddShapesWithoutBias) { run({37, 29, 45, false}); }
-TEST_P(CudaMatmul, OddShapesWithBias) { run({70, 24, 19, true}); }
+TEST_P(CudaMatmul, AlignedWithBias) {
+  run({256, 192, 320, true});
+}
+TEST_P(CudaMatmul, OddShapesWithoutBias) {
+  run({37, 29, 45, false});
+}
+TEST_P(CudaMatmul, OddShapesWithBias) {
+  run({70, 24, 19, true});
+}
 // The GPT-2 MLP's shape class (k a multiple of 8, large n), where the epilogues are used in training.
 TEST_P(CudaMatmul, MlpShapeWithBias) {
   run({1024, 256, 1024, true});
@@ -286,8 +297,7 @@ TEST_P(CudaMatmul, MlpShapeWithBias) {
 // its dout was written, or two that overlapped on the same output, would show against the CPU.
 TEST_P(CudaMatmul, ChainedBackwardsOnTwoStreams) {
   const int64_t n = 4096, d = 512;
-  gpu->set_gemm_algorithms(GemmAlgorithms::heuristic);  // chosen at once: the first call already overlaps
-  gpu->set_weight_gradients(WeightGradients::concurrent);
+  use(&BackendOptions::gemm_algorithms, GemmAlgorithms::heuristic);  // chosen at once: the first call already overlaps
   auto x = normal(n * d), w = normal(d * d, 0.05), dout = normal(n * d), dw = normal(d * d);
   std::vector<float> dmid(n * d), dx(n * d), rdw = dw;
   cpu.matmul_backward(view(dout, {n, d}), view(x, {n, d}), view(w, {d, d}), out(view(dmid, {n, d})),
@@ -310,7 +320,7 @@ TEST_P(CudaMatmul, TimedChoicesHoldForTheProcess) {
   const Tensor gx = up(x, {n, k}), gw = up(w, {m, k});
   std::vector<float> products[2];
   for (int run = 0; run < 2; ++run) {
-    gpu->set_gemm_algorithms(GemmAlgorithms::timed);
+    use(&BackendOptions::gemm_algorithms, GemmAlgorithms::timed);
     Tensor y = poisoned({n, m}, dt());
     gpu->matmul_forward(gx, gw, Tensor{}, y);
     products[run] = download(y);
@@ -337,10 +347,11 @@ class CudaAttention : public CudaOps {
   // returns the GPU's dqkv for determinism checks.
   std::vector<float> check(const AttentionCase& c, AttentionKernels forward = AttentionKernels::own,
                            AttentionKernels backward = AttentionKernels::own) {
-    SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads
-                                    << " D" << c.head_dim);
+    SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads << " D"
+                                    << c.head_dim);
     const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
-    const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()}, lse_shape{s.batch, s.heads, s.seq};
+    const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()},
+        lse_shape{s.batch, s.heads, s.seq};
     auto qkv = normal(qkv_shape.numel()), dout = normal(o_shape.numel());
     std::vector<float> o(o_shape.numel()), lse(lse_shape.numel()), dqkv(qkv.size());
     cpu.attention_forward(view(qkv, qkv_shape), s, out(view(o, o_shape)), out(view(lse, lse_shape)));
@@ -349,9 +360,9 @@ class CudaAttention : public CudaOps {
 
     const Tensor g_qkv = up(qkv, qkv_shape);
     Tensor g_o = poisoned(o_shape, dt()), g_lse = poisoned(lse_shape, DType::f32), g_dqkv = poisoned(qkv_shape, dt());
-    gpu->set_attention_kernels(forward);
+    use(&BackendOptions::attention, forward);
     gpu->attention_forward(g_qkv, s, g_o, g_lse);
-    gpu->set_attention_kernels(backward);
+    use(&BackendOptions::attention, backward);
     gpu->attention_backward(up(dout, o_shape), g_qkv, g_o, g_lse, s, g_dqkv);
     expect_close(g_o, o, "attention output");
     // lse is fp32 on both sides; in bf16 runs the GPU's scores come from bf16 products.
@@ -504,8 +515,12 @@ TEST_P(CudaOps, Activations) {
 TEST_P(CudaOps, CrossEntropyWithVocabularyPadding) {
   // Staged two rows a block (384; GPT-2's 50,304 with more rows than an H200 has multiprocessors, so blocks
   // go round their buffers), one row a block (70,016 bf16 is too wide for two; 200,000), the scalar kernel.
-  for (const auto& [n, padded, vocab] : {std::tuple<int64_t, int64_t, int64_t>{45, 384, 300}, {300, 50304, 50257},
-                                         {6, 70016, 70000}, {5, 24, 20}, {2, 200000, 199999}, {7, 301, 297}}) {
+  for (const auto& [n, padded, vocab] : {std::tuple<int64_t, int64_t, int64_t>{45, 384, 300},
+                                         {300, 50304, 50257},
+                                         {6, 70016, 70000},
+                                         {5, 24, 20},
+                                         {2, 200000, 199999},
+                                         {7, 301, 297}}) {
     SCOPED_TRACE(cat(n, " rows of ", vocab, " in ", padded));
     cross_entropy_case(n, padded, vocab);
   }
@@ -519,7 +534,8 @@ void CudaOps::cross_entropy_case(int64_t n, int64_t padded, int64_t vocab) {
   cpu.cross_entropy_forward_backward(out(view(grad, {n, padded})), view(targets), vocab, 1.0f / n,
                                      out(view(grad_losses, {n})));
   const Tensor g_targets = upload_ids(targets);
-  Tensor g_logits = up(logits, {n, padded}), g_losses = poisoned({n}, DType::f32), g_losses2 = poisoned({n}, DType::f32);
+  Tensor g_logits = up(logits, {n, padded}), g_losses = poisoned({n}, DType::f32),
+         g_losses2 = poisoned({n}, DType::f32);
   gpu->cross_entropy_forward(g_logits, g_targets, vocab, g_losses);
   gpu->cross_entropy_forward_backward(g_logits, g_targets, vocab, 1.0f / n, g_losses2);
   EXPECT_LE(relative_error(download(g_losses), losses), 1e-5);
@@ -529,15 +545,18 @@ void CudaOps::cross_entropy_case(int64_t n, int64_t padded, int64_t vocab) {
 
 // 5000 elements go four at a time; 5003 leaves three for the one-at-a-time kernel.
 TEST_P(CudaOps, OptimizersAndGradientScale) {
-  for (const auto& [n, kind] : {std::pair<int64_t, OptimizerKind>{5000, OptimizerKind::adamw}, {5003, OptimizerKind::adamw},
-                                {5003, OptimizerKind::adam}, {5003, OptimizerKind::sgd}}) {
+  for (const auto& [n, kind] : {std::pair<int64_t, OptimizerKind>{5000, OptimizerKind::adamw},
+                                {5003, OptimizerKind::adamw},
+                                {5003, OptimizerKind::adam},
+                                {5003, OptimizerKind::sgd}}) {
     SCOPED_TRACE(cat(optimizer_kind_name(kind), ", ", n, " elements"));
     const OptimizerParams p{kind, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 3, 0.5f};
     auto master = rnd.normal<float>(n), m = rnd.normal<float>(n, 0.01), v = rnd.uniform<float>(n, 0.0, 1e-3);
     auto grad = normal(n);
     std::vector<float> rm = master, rmm = m, rv = v;
     cpu.optimizer_step(out(view(rm, {n})), view(grad, {n}), out(view(rmm, {n})), out(view(rv, {n})), out(Tensor{}), p);
-    Tensor g_master = upload(master, {n}, DType::f32), g_m = upload(m, {n}, DType::f32), g_v = upload(v, {n}, DType::f32);
+    Tensor g_master = upload(master, {n}, DType::f32), g_m = upload(m, {n}, DType::f32),
+           g_v = upload(v, {n}, DType::f32);
     Tensor g_params = poisoned({n}, dt());
     gpu->optimizer_step(g_master, up(grad, {n}), g_m, g_v, g_params, p);
     EXPECT_LE(relative_error(download(g_master), rm), 1e-6) << "master weights";
@@ -553,7 +572,8 @@ TEST_P(CudaOps, OptimizersAndGradientScale) {
 // The update reading its factor on the device: as grad_scale with that value, bit for bit; a NaN factor (a
 // step whose loss or norm was not finite) leaves the weights, moments and model copy as they were.
 TEST_P(CudaOps, OptimizerReadsItsFactorOnTheDevice) {
-  for (const auto& [n, kind] : {std::pair<int64_t, OptimizerKind>{5000, OptimizerKind::adamw}, {5003, OptimizerKind::adamw},
+  for (const auto& [n, kind] : {std::pair<int64_t, OptimizerKind>{5000, OptimizerKind::adamw},
+                                {5003, OptimizerKind::adamw},
                                 {5003, OptimizerKind::sgd}}) {
     SCOPED_TRACE(cat(optimizer_kind_name(kind), ", ", n, " elements"));
     const OptimizerParams by_value{kind, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 3, 0.375f};

@@ -25,8 +25,16 @@ class CudaFixture {
   bool start() {
     if (cuda_device_count() == 0) return false;
     allocator = std::make_unique<TrackingAllocator>(std::make_unique<DeviceMemory>(0));
-    gpu = std::make_unique<CudaBackend>(0, *allocator);
+    gpu = std::make_unique<CudaBackend>(0, *allocator, BackendOptions::from_environment());
     return true;
+  }
+
+  // Another value of one backend option for what follows.
+  template <typename Choice>
+  void use(Choice BackendOptions::*member, Choice value) {
+    BackendOptions options = gpu->options();
+    options.*member = value;
+    gpu->set_options(options);
   }
 
   // The values a tensor of `dtype` holds for `host` (bf16 rounds them).

@@ -97,7 +97,14 @@ int run(const Flags& f) {
   const TransformerConfig c = resolve_model(f.model);
   const int64_t n = f.batch * f.seq, d = c.d_model, L = c.n_layer, vp = c.padded_vocab();
   TrackingAllocator allocator(std::make_unique<DeviceMemory>(0));
-  CudaBackend gpu(0, allocator);
+  const BackendOptions taken = program_backend_options();
+  CudaBackend gpu(0, allocator, taken);
+  // Another choice for the ops that follow (each comparison sets the training's choice back).
+  auto use = [&](auto member, auto value) {
+    BackendOptions other = gpu.options();
+    other.*member = value;
+    gpu.set_options(other);
+  };
   OpBench bench(f, allocator, gpu);
   std::printf("op_bench %s on %s: batch %lld x seq %lld, bf16\n", c.name.c_str(), cuda_device_name(0).c_str(),
               (long long)f.batch, (long long)f.seq);
@@ -105,7 +112,8 @@ int run(const Flags& f) {
   const Tensor x = bench.random({n, d}), w_ln = bench.random({d}, 0.1f), b_ln = bench.random({d}, 0.1f);
   Tensor y = bench.random({n, d}), mean = bench.random({n}, 1, DType::f32), rstd = bench.random({n}, 1, DType::f32);
   Tensor dx = bench.random({n, d}), dw = bench.random({d}), db = bench.random({d});
-  bench.time("layernorm forward", 1, 0, 4.0 * n * d, [&] { gpu.layernorm_forward(x, w_ln, b_ln, 1e-5f, y, mean, rstd); });
+  bench.time("layernorm forward", 1, 0, 4.0 * n * d,
+             [&] { gpu.layernorm_forward(x, w_ln, b_ln, 1e-5f, y, mean, rstd); });
   bench.time("layernorm backward", 2.0 * L + 1, 0, 10.0 * n * d,
              [&] { gpu.layernorm_backward(y, x, w_ln, mean, rstd, dx, dw, db); });
   bench.time("residual add", 0, 0, 6.0 * n * d, [&] { gpu.residual_forward(x, y, dx); });
@@ -117,11 +125,13 @@ int run(const Flags& f) {
     const char* name;
     int64_t in, out;
   };
-  const Linear linears[] = {{"qkv", d, c.qkv_width()}, {"attn proj", c.attention_width(), d},
-                            {"mlp fc", d, c.mlp_in_width()}, {"mlp proj", c.d_ff, d}};
-  const WeightGradients gradients_taken = weight_gradients_from_environment();
+  const Linear linears[] = {{"qkv", d, c.qkv_width()},
+                            {"attn proj", c.attention_width(), d},
+                            {"mlp fc", d, c.mlp_in_width()},
+                            {"mlp proj", c.d_ff, d}};
   for (const Linear& lin : linears) {
-    const Tensor inp = bench.random({n, lin.in}), w = bench.random({lin.out, lin.in}, 0.02f), bias = bench.random({lin.out}, 0.02f);
+    const Tensor inp = bench.random({n, lin.in}), w = bench.random({lin.out, lin.in}, 0.02f),
+                 bias = bench.random({lin.out}, 0.02f);
     Tensor out = bench.random({n, lin.out}), dinp = bench.random({n, lin.in}), dwt = bench.random({lin.out, lin.in});
     Tensor dbias = bench.random({lin.out});
     const double flops = 2.0 * n * lin.in * lin.out;
@@ -133,20 +143,13 @@ int run(const Flags& f) {
     Tensor no_bias;
     bench.time(std::string("matmul ") + lin.name + " backward", in_dgelu_epilogue ? 0.0 : double(L), 2 * flops, 0,
                [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
-    // The other placement of the weight-gradient GEMM (one stream against two), uncounted.
-    gpu.set_weight_gradients(gradients_taken == WeightGradients::concurrent ? WeightGradients::serial
-                                                                             : WeightGradients::concurrent);
-    bench.time(std::string("matmul ") + lin.name + " backward, weight gradient " +
-                   (gradients_taken == WeightGradients::concurrent ? "after" : "beside"),
-               0, 2 * flops, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, c.bias ? dbias : no_bias); });
-    gpu.set_weight_gradients(gradients_taken);
     if (in_dgelu_epilogue) {
       // cuBLASLt's DGELU epilogue on the input gradient against the GEMM followed by our GELU-backward kernel.
       const Tensor pre = bench.random({n, lin.in});
-      gpu.set_gemm_epilogues({.gelu_backward = false});
+      use(&BackendOptions::gemm_epilogues, GemmEpilogues::kernels);
       bench.time("matmul mlp proj backward + GELU backward kernel", 0, 2 * flops, 0,
                  [&] { gpu.matmul_gelu_backward(out, inp, w, pre, dinp, dwt, c.bias ? dbias : no_bias); });
-      gpu.set_gemm_epilogues({});
+      gpu.set_options(taken);
       bench.time("matmul mlp proj backward, DGELU epilogue", double(L), 2 * flops, 0,
                  [&] { gpu.matmul_gelu_backward(out, inp, w, pre, dinp, dwt, c.bias ? dbias : no_bias); });
       std::printf("GELU-backward paths taken in bf16: epilogue %lld, GEMM + kernel %lld\n",
@@ -160,9 +163,9 @@ int run(const Flags& f) {
     const Tensor inp = bench.random({n, d}), w = bench.random({c.d_ff, d}, 0.02f), bias = bench.random({c.d_ff}, 0.02f);
     Tensor pre = bench.random({n, c.d_ff}), act = bench.random({n, c.d_ff});
     const double flops = 2.0 * n * d * c.d_ff;
-    gpu.set_gemm_epilogues({.gelu = false});
+    use(&BackendOptions::gemm_epilogues, GemmEpilogues::kernels);
     bench.time("mlp fc + GELU kernel", 0, flops, 0, [&] { gpu.matmul_gelu_forward(inp, w, bias, pre, act); });
-    gpu.set_gemm_epilogues({.gelu = true});
+    gpu.set_options(taken);
     bench.time("mlp fc, GELU epilogue", double(L), flops, 0, [&] { gpu.matmul_gelu_forward(inp, w, bias, pre, act); });
     const int64_t rows = 256;
     const Tensor inp32 = bench.random({rows, d}, 1, DType::f32), w32 = bench.random({c.d_ff, d}, 0.05f, DType::f32);
@@ -186,34 +189,22 @@ int run(const Flags& f) {
                 pre_values.size(), tanh_error, erf_error);
   }
   {
-    // The bias gradient: cuBLASLt's BGRADB epilogue on the weight-gradient GEMM against the column reduction.
-    const Tensor inp = bench.random({n, d}), w = bench.random({c.qkv_width(), d}, 0.02f);
-    Tensor out = bench.random({n, c.qkv_width()}), dinp = bench.random({n, d}), dwt = bench.random({c.qkv_width(), d});
-    Tensor dbias = bench.random({c.qkv_width()}), no_bias;
-    gpu.set_gemm_epilogues({.bias_gradient = false});
-    bench.time("qkv backward, bias grad by column reduction", 0, 0, 0,
-               [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, dbias); });
-    gpu.set_gemm_epilogues({.bias_gradient = true});
-    bench.time("qkv backward, bias grad by BGRADB epilogue", 0, 0, 0,
-               [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, dbias); });
-    bench.time("qkv backward, no bias grad", 0, 0, 0, [&] { gpu.matmul_backward(out, inp, w, dinp, dwt, no_bias); });
-    const EpilogueUse& use = gpu.epilogue_use();
-    std::printf("bias-gradient paths taken so far: BGRADB fp32 %lld, BGRADB bf16 %lld, column reduction %lld\n",
-                (long long)use.bias_gradient_fp32, (long long)use.bias_gradient_in_type,
-                (long long)use.bias_gradient_kernel);
-  }
-  {
     const Tensor act = bench.random({n, c.mlp_in_width()});
     Tensor outp = bench.random({n, c.d_ff}), dact = bench.random({n, c.mlp_in_width()});
-    bench.time("mlp activation forward", c.mlp == MlpKind::gelu ? 0.0 : double(L), 0, 2.0 * n * (c.mlp_in_width() + c.d_ff), [&] {
-      if (c.mlp == MlpKind::swiglu) gpu.swiglu_forward(act, outp);
-      else gpu.gelu_forward(act, outp);
-    });
+    bench.time("mlp activation forward", c.mlp == MlpKind::gelu ? 0.0 : double(L), 0,
+               2.0 * n * (c.mlp_in_width() + c.d_ff), [&] {
+                 if (c.mlp == MlpKind::swiglu)
+                   gpu.swiglu_forward(act, outp);
+                 else
+                   gpu.gelu_forward(act, outp);
+               });
     bench.time("mlp activation backward", c.mlp == MlpKind::gelu ? 0.0 : double(L), 0,
                2.0 * n * (2 * c.mlp_in_width() + c.d_ff), [&] {
-      if (c.mlp == MlpKind::swiglu) gpu.swiglu_backward(outp, act, dact);
-      else gpu.gelu_backward(outp, act, dact);
-    });
+                 if (c.mlp == MlpKind::swiglu)
+                   gpu.swiglu_backward(outp, act, dact);
+                 else
+                   gpu.gelu_backward(outp, act, dact);
+               });
   }
   {
     const AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim};
@@ -223,16 +214,15 @@ int run(const Flags& f) {
     // Causal: half of the T x T products. Forward 2 of them, backward 5 (dV, dP, dK, dQ and P once more).
     const double product = 2.0 * f.batch * c.n_head * f.seq * f.seq * c.head_dim / 2;
     // Ours and cuDNN's fused graphs on the same shape; the step counts the ones training would take.
-    const AttentionKernels taken = attention_kernels_from_environment();
     for (const AttentionKernels kernels : {AttentionKernels::own, AttentionKernels::cudnn}) {
-      gpu.set_attention_kernels(kernels);
-      const double count = kernels == taken ? double(L) : 0.0;
+      use(&BackendOptions::attention, kernels);
+      const double count = kernels == taken.attention ? double(L) : 0.0;
       const std::string whose = kernels == AttentionKernels::own ? "ours" : "cuDNN";
       bench.time("attention forward, " + whose, count, 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
       bench.time("attention backward, " + whose, count, 5 * product, 0,
                  [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
     }
-    gpu.set_attention_kernels(taken);
+    gpu.set_options(taken);
     std::printf("%s\n", gpu.kernel_choices().c_str());
     if (c.position == PositionKind::rotary) {
       std::vector<double> freq = rope_inverse_frequencies(c);
