@@ -148,7 +148,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
                                                       options.optimizer.kind != OptimizerKind::sgd, storage,
                                                       speculative);
     host_optimizer_->settle_speculation_before_step(options.settle_speculation);
-    schedule_.attach(host_optimizer_.get());
+    schedule_.attach(*host_optimizer_);
   }
   if (const std::string why = schedule_.why_pass_not_device_only(); !why.empty()) pass_replay_.turn_off(why);
   if (pass_replay_.on()) schedule_.keep_updates_in_order();

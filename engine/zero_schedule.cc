@@ -34,7 +34,6 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   params_ready_.assign(units, 0);
   gather_pending_.assign(units, false);
   updated_aside_.resize(units);
-  awaiting_update_.assign(units, false);
   staging_.resize(units);
   // Whatever is held whole is bound once; the rest is bound as it is gathered.
   for (size_t u = 0; u < units; ++u) {
@@ -102,25 +101,25 @@ UnitSlots::Slot* ZeroSchedule::gather(size_t unit) {
   return slot;
 }
 
-void ZeroSchedule::gradient_final(size_t unit) {
-  if (host_ == nullptr || !store_.optimizer_on_host(unit)) return;
-  Tensor host_buffer = host_->gradient_buffer(unit);
-  last_to_host_ = issue([&] { return comm_.copy(store_.optimizer_grad(unit), host_buffer); });
-  // The host may update the unit as soon as the copy lands, while backward goes on.
-  if (std::function<void()> landed = host_->landing_signal(unit)) comm_.after_issued(std::move(landed));
+void ZeroSchedule::attach(HostOptimizer& host) {
+  OffloadPipeline::Schedule schedule{
+      .issue = [this](const std::function<CommTicket()>& collective) { return issue(collective); },
+      .send_up = [this](size_t unit, const Tensor& updated_weights) { send_up(unit, updated_weights); }};
+  offload_ = std::make_unique<OffloadPipeline>(host, store_, comm_, forward_order_, std::move(schedule));
 }
 
 void ZeroSchedule::start_host_update(const OptimizerParams& params) {
-  ZB_CHECK(host_ != nullptr, "start_host_update without a host optimizer");
+  ZB_CHECK(offload_ != nullptr, "start_host_update without a host optimizer");
   complete_updates();  // (a no-op in training: the last forward needed every unit)
-  comm_.host_wait(last_to_host_);
-  last_to_host_ = 0;
-  std::vector<size_t> order;
-  for (size_t unit : forward_order_) {
-    awaiting_update_[unit] = store_.optimizer_on_host(unit);
-    if (awaiting_update_[unit]) order.push_back(unit);
-  }
-  host_->start_step(params, order);
+  offload_->start_update(params);
+}
+
+void ZeroSchedule::send_up(size_t unit, const Tensor& updated_weights) {
+  Tensor target = store_.optimizer_params(unit);
+  params_ready_[unit] = issue([&] { return comm_.copy(updated_weights, target); });
+  // The other ranks' shards come next. (A stage 3 shard is gathered by gather(), after this copy on the same
+  // stream.)
+  if (store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1) gather_units({unit});
 }
 
 void ZeroSchedule::complete_updates() {
@@ -148,41 +147,6 @@ void ZeroSchedule::wait_update_aside(size_t unit) {
   if (!updated_aside_[unit]) return;
   backend_.queue_wait(*updated_aside_[unit]);
   updated_aside_[unit].reset();
-}
-
-void ZeroSchedule::ensure_updated(size_t unit) {
-  if (!awaiting_update_[unit]) return;
-  if (!host_->unit_done(unit)) upload_finished_units(unit);
-  const auto start = std::chrono::steady_clock::now();
-  host_->wait_unit(unit);
-  update_wait_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  awaiting_update_[unit] = false;
-  if (store_.params_on_host()) return;  // updated in place, on the host: the next gather brings them up
-  Tensor target = store_.optimizer_params(unit);
-  params_ready_[unit] = issue([&] { return comm_.copy(host_->updated_weights(unit), target); });
-  // The other ranks' shards come next. (A stage 3 shard is gathered by gather(), after this copy on the same
-  // stream.)
-  if (upload_gathers(unit)) gather_units({unit});
-}
-
-// While training waits for the host to finish `waiting_for`, the copy engine would idle: finished units later
-// in the forward (the ones updated speculatively during backward) go up meanwhile, up to waiting_for's size.
-// Such a copy takes about a third of the time the CPU takes to update as many parameters (2 bytes at ~36 GB/s
-// against ~6 G parameters/s), so it is done before waiting_for's own copy is issued. Without this, the last
-// units of the forward went up one by one as the forward reached them, each copy on the critical path.
-void ZeroSchedule::upload_finished_units(size_t waiting_for) {
-  if (store_.params_on_host()) return;  // nothing goes up before its gather
-  int64_t budget = store_.padded_numel(waiting_for);
-  auto it = std::find(forward_order_.begin(), forward_order_.end(), waiting_for);
-  if (it == forward_order_.end()) return;
-  for (++it; it != forward_order_.end() && budget > 0; ++it) {
-    const size_t next = *it;
-    if (!awaiting_update_[next] || !host_->unit_done(next)) continue;
-    // Its upload would gather it from the other ranks: collectives stay in the forward's order on every rank.
-    if (upload_gathers(next)) return;
-    budget -= store_.padded_numel(next);
-    ensure_updated(next);
-  }
 }
 
 void ZeroSchedule::acquire_params(size_t unit, const std::vector<size_t>& order) {
@@ -216,7 +180,7 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
   for (++it; it != order.end(); ++it) {
     const size_t next = *it;
     if (store_.resident_params(next)) continue;
-    if (awaiting_update_[next] && !host_->unit_done(next)) break;  // prefetching must not wait for the CPU
+    if (offload_ && offload_->updating(next)) break;  // prefetching must not wait for the CPU
     if (any && budget < store_.padded_numel(next)) break;
     budget -= store_.padded_numel(next);
     any = true;
@@ -415,7 +379,7 @@ void ZeroSchedule::gradient_sum_of_squares_into(Tensor& total) {
 
 std::string ZeroSchedule::why_pass_not_device_only() const {
   if (comm_.size() > 1) return cat(comm_.size(), " ranks: gradients are reduced during the pass");
-  if (host_) return "offload: gradients are copied to the host during the pass";
+  if (offload_) return "offload: gradients are copied to the host during the pass";
   if (!store_.whole_grads()) return "gradients are reduced from slots during the pass (stages 2-3)";
   if (store_.sharded_optimizer()) return "the forward waits for the weights' gather after the update (stages 1-3)";
   for (size_t unit = 0; unit < store_.unit_count(); ++unit)
@@ -424,11 +388,11 @@ std::string ZeroSchedule::why_pass_not_device_only() const {
 }
 
 void ZeroSchedule::publish_parameters() {
-  // (Units the host optimizer updates send their weights out as each update finishes: ensure_updated.)
+  // (Units the host optimizer updates send their weights out as each update finishes: send_up.)
   if (store_.sharded_optimizer()) {
     std::vector<size_t> whole_units;
     for (size_t unit = 0; unit < store_.unit_count(); ++unit)
-      if (store_.whole_params(unit) && !(host_ && store_.optimizer_on_host(unit))) whole_units.push_back(unit);
+      if (store_.whole_params(unit) && !(offload_ && store_.optimizer_on_host(unit))) whole_units.push_back(unit);
     // Updates queued aside (pipelined): each unit's gather waits until a pass needs the unit (acquire_params),
     // so that no gather waits for an update the forward does not need yet.
     const bool aside = std::any_of(whole_units.begin(), whole_units.end(),
@@ -448,8 +412,7 @@ OffloadTimes ZeroSchedule::take_offload_times() {
   OffloadTimes out;
   out.to_host_ms = copies.to_host_ms, out.to_device_ms = copies.to_device_ms;
   out.to_host_bytes = copies.to_host_bytes, out.to_device_bytes = copies.to_device_bytes;
-  out.update_wait_ms = update_wait_ms_;
-  update_wait_ms_ = 0;
+  if (offload_) out.update_wait_ms = offload_->take_wait_ms();
   return out;
 }
 

@@ -12,12 +12,12 @@
 //   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather. With
 //   pipelined_updates the updates run aside instead (see update_on_device) and each unit's gather is issued
 //   when the forward reaches it or prefetches it, after the main sequence waits for that unit's update.
-// - Offload (a HostOptimizer attached): as backward finishes a unit's gradient range, it is copied down to
-//   the host optimizer's buffer; after the step's update starts on the host, each unit's new weights are
-//   copied back (and gathered where the stage holds them whole) when the next forward first needs the unit,
-//   so that forward runs behind the CPU optimizer unit by unit. With the weights on the host (cpu_full)
-//   every unit is copied up into a slot before use, as stage 3 gathers it. Units whose optimizer state the
-//   store keeps on the device (an offload ratio below 1) skip all of this and are published as without offload.
+// - Offload (a HostOptimizer attached): the traffic with the host is an OffloadPipeline's (gradients down as
+//   backward finishes them, each unit's new weights up when the next forward first needs the unit, so that
+//   forward runs behind the CPU optimizer unit by unit); the schedule tells it when, and queues the weights'
+//   copy up and their gather where the stage holds them whole. With the weights on the host (cpu_full) every
+//   unit is copied up into a slot before use, as stage 3 gathers it. Units whose optimizer state the store
+//   keeps on the device (an offload ratio below 1) skip all of this and are published as without offload.
 // All collectives and copies go onto the communicator's stream; the compute stream waits only where it reads a result,
 // and every such wait is bracketed by timing events, so the sum of those stalls is the communication time that
 // compute did not hide ("exposed"). With a synchronous (MPI, CPU) communicator every collective is exposed.
@@ -32,6 +32,7 @@
 
 #include "comm/communicator.h"
 #include "engine/host_optimizer.h"
+#include "engine/offload_pipeline.h"
 #include "engine/offload_times.h"
 #include "engine/parameter_store.h"
 #include "engine/unit_slots.h"
@@ -73,7 +74,7 @@ class ZeroSchedule final : public UnitAccess {
   // The same into total (f64 [1] on the device), queued: compute work issued after it sees the sum.
   void gradient_sum_of_squares_into(Tensor& total);
   // Offload: the host optimizer that updates the weights (attach before the first step).
-  void attach(HostOptimizer* host) { host_ = host; }
+  void attach(HostOptimizer& host);
   // Offload, after finish_gradients: waits for the gradients' copies to the host, then starts the host
   // optimizer's update of every unit whose state it holds, in forward order; each unit's weights go back as
   // it is first needed. (Units whose state is on the device are the caller's to update.)
@@ -122,7 +123,7 @@ class ZeroSchedule final : public UnitAccess {
   // Whether the device's update may run aside (see update_on_device): with sharded optimizer state only when
   // pipelined, since each unit's gather must then follow its own update.
   bool can_update_aside() const {
-    return host_ == nullptr && !updates_in_order_ && (!store_.sharded_optimizer() || config_.pipelined_updates);
+    return offload_ == nullptr && !updates_in_order_ && (!store_.sharded_optimizer() || config_.pipelined_updates);
   }
   // Pipelined updates: issues the gather of a unit whose update was queued aside, after the main sequence
   // waits for that update; gather_pending_ is cleared. Every rank issues them in the same (forward) order.
@@ -135,16 +136,16 @@ class ZeroSchedule final : public UnitAccess {
   // The compute stream waits for the unit's update queued aside, if one still is.
   void wait_update_aside(size_t unit);
   UnitSlots::Slot* gather(size_t unit);  // issues the all-gather (or copy up) into a slot taken for the unit
-  // Offload: unit's gradient range is final (after the collectives and compute issued so far): copy it down.
-  void gradient_final(size_t unit);
-  // Offload: waits for the host's update of the unit, if one is under way, and sends the new weights up.
-  void ensure_updated(size_t unit);
-  // Offload: while waiting for one unit's update, sends finished later ones up (see the definition).
-  void upload_finished_units(size_t waiting_for);
-  // Offload: the unit is held whole but updated as a shard, so its upload ends in an all-gather.
-  bool upload_gathers(size_t unit) const {
-    return store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1;
+  // Offload: unit's gradient range is final (after the collectives and compute issued so far).
+  void gradient_final(size_t unit) {
+    if (offload_) offload_->gradient_final(unit);
   }
+  // Offload: the unit's new weights are on their way up (or were never the host's to update).
+  void ensure_updated(size_t unit) {
+    if (offload_) offload_->ensure_updated(unit);
+  }
+  // Offload: queues a unit's new weights up from the host, and their gather where the unit is held whole.
+  void send_up(size_t unit, const Tensor& updated_weights);
   void prefetch_after(size_t unit, const std::vector<size_t>& order);
   // Calls issue_bucket(bucket) for consecutive runs of `units`, each closed once it holds at least
   // bucket_numel elements (the last one may hold fewer): the bucketing rule of both reduce and gather.
@@ -182,11 +183,8 @@ class ZeroSchedule final : public UnitAccess {
   StepCommStats stats_;
   std::vector<EventSpan> waits_;
   double host_comm_ms_ = 0;
-  HostOptimizer* host_ = nullptr;
+  std::unique_ptr<OffloadPipeline> offload_;  // with a host optimizer attached
   bool updates_in_order_ = false;
-  std::vector<bool> awaiting_update_;  // units whose new weights the host has not handed over yet
-  CommTicket last_to_host_ = 0;
-  double update_wait_ms_ = 0;
 };
 
 }  // namespace zb
