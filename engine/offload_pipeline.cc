@@ -49,8 +49,8 @@ void OffloadPipeline::ensure_updated(size_t unit) {
 
 // While training waits for the host to finish `waiting_for`, the copy engine would idle: finished units later
 // in the forward (the ones updated speculatively during backward) go up meanwhile, up to waiting_for's size.
-// Such a copy takes about a third of the time the CPU takes to update as many parameters (2 bytes at ~36 GB/s
-// against ~6 G parameters/s), so it is done before waiting_for's own copy is issued. Without this, the last
+// Such a copy (2 bytes a parameter over PCIe) is shorter than the CPU's update of as many parameters (28-32
+// bytes a parameter through host memory), so it is done before waiting_for's own copy is issued. Without this, the last
 // units of the forward went up one by one as the forward reached them, each copy on the critical path.
 void OffloadPipeline::upload_finished_units(size_t waiting_for) {
   if (store_.params_on_host()) return;  // nothing goes up before its gather

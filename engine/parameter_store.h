@@ -67,9 +67,8 @@ class ParameterStore {
   // the host's update bounds the step, so what matters is that the CPU never idles. The next forward starts
   // on the device's units without waiting for the host, which meanwhile updates the later ones; backward
   // finishes the host's units first, so the CPU speculates from backward's start, and the device's units'
-  // backward runs while it catches up. (Kept at the end instead, measured on gpt2-xl with 20% on the GPU,
-  // the CPU idled through those units' forward and backward: 337.5 ms a step against 331.8 with all on the
-  // host.) The same units on every rank.
+  // backward runs while it catches up. (Kept at the end instead, the CPU idles through those units' forward
+  // and backward, and the step was slower than with every unit on the host.) The same units on every rank.
   static std::vector<bool> host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry);
   // The share of the optimizer's elements on the host (0 without offload).
   static double host_optimizer_share(const ParameterLayout& layout, const ShardGeometry& geometry);

@@ -41,8 +41,8 @@ struct CpuOptimizerShard {
 // The threads a CPU optimizer run beside training uses: OMP_NUM_THREADS where it is set, else one fewer than
 // the processors this process may run on. The training thread spends the update waiting on the GPU, and
 // CUDA waits by spinning (its default below one context per core); an optimizer thread sharing that core
-// gets half of it, and every unit's update ends only when that thread's last chunk does. Measured on 32
-// cores (gpt2-xl, cpu_optimizer): 344.7 ms a step with 32 threads, 309.6 with 31, 315.6 with 30.
+// gets half of it, and every unit's update ends only when that thread's last chunk does (a step with as many
+// threads as cores measured about a tenth slower than with one fewer).
 int optimizer_threads_beside_training();
 // Makes the calling thread's later CPU optimizer steps use that many threads.
 void use_optimizer_threads_beside_training();

@@ -8,8 +8,8 @@
 // of arrays and written to another (non-temporal stores), with the weights in a separate array.
 // The last line moves the in-place update's 28 bytes a parameter with one multiply-add an array instead of
 // AdamW's arithmetic, in a plain loop compiled for the baseline instruction set: a reference for the bytes, not
-// a floor. Where it is faster than AdamW the update has room left in memory; it can also be slower (on a
-// 16-core H200 host it took 54-69 ms where AdamW took 50), and then only the optimizer lines at fewer threads
+// a floor. Where it is faster than AdamW the update has room left in memory; it can also be slower (it was on
+// a 16-core host), and then only the optimizer lines at fewer threads
 // (OMP_NUM_THREADS) tell memory from cores: a rate that barely grows with the threads is bound by memory.
 // Arrays are page-aligned, as the host allocator's are.
 #include <omp.h>

@@ -162,16 +162,15 @@ __device__ __forceinline__ Vec16<T> vector_of(const float (&g)[Vec16<T>::kSize])
 // Rows staged in shared memory, two at a time: 16-byte vectors, padded_vocab % kVec == 0. One persistent
 // block an SM walks rows blockIdx.x, blockIdx.x + gridDim.x, ...; while it reduces one row and writes its
 // gradient, cp.async brings the next into the other buffer, so the SM's reads from memory do not wait for its
-// arithmetic. (The kernel before, one row a block and two blocks an SM, reached 3.1 TB/s: ncu found both of an
-// SM's blocks often past their loads at once, reducing and writing while nothing was read.)
+// arithmetic. (With one row a block and two blocks an SM, both of an SM's blocks were often past their loads at
+// once, reducing and writing while nothing was read.)
 // Each thread stages, and reads back, its own vectors, so only the loss's read of the target logit needs the
 // barrier, which the reduction provides. Pass 1 takes the thread's maximum, then its sum of exponentials: one
 // exponential per logit, no rescaling.
-// The kernel is bound by instructions as much as by memory (ncu: 65% of issue slots, 75% of DRAM bandwidth
-// when every element was checked against the vocabulary and the target), so each pass walks the whole
-// vectors without a check, then, continuing the same thread's stride, the one that straddles `vocab` and the
-// padding with them; the target's gradient is written again afterwards by the thread that wrote its vector
-// (gpt2 B16 on an H200, ncu: 607M -> 448M instructions, 0.90 -> 0.83 ms, 82% of DRAM bandwidth).
+// The kernel is bound by instructions as much as by memory where every element is checked against the
+// vocabulary and the target, so each pass walks the whole vectors without a check, then, continuing the same
+// thread's stride, the one that straddles `vocab` and the padding with them; the target's gradient is written
+// again afterwards by the thread that wrote its vector.
 // The sum keeps one partial a vector lane (independent additions instead of a chain), and in bf16 runs the
 // gradient's scale is folded into the exponential's shift: exp(x - lse) * s = exp(x - (lse - log s)), s > 0.
 template <typename T>

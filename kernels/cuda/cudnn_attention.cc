@@ -168,8 +168,8 @@ void build_backward(Graph& g, const Layout& l, cudnnDataType_t index_precision) 
 }
 
 // How many of the heuristics' forward plans the first run times. The backward keeps the heuristics' first:
-// its alternatives measured 1.7-2.1x slower (H200, head size 64), and timing them would need the fp32 dQ
-// accumulator's state restored between trials.
+// its alternatives measured much slower where tried, and timing them would need the fp32 dQ accumulator's
+// state restored between trials.
 constexpr size_t kForwardCandidates = 4;
 
 // Up to `most` plans of one direction's graph, or none with the reason: cuDNN may refuse an attribute or an

@@ -11,10 +11,9 @@
 // partials, and column_finish_kernel adds the chunks in a fixed order: the same bits on every run.
 //
 // Needs c % 8 == 0, 16-byte aligned rows, and at most kMaxTeamThreads * kMaxVectorsPerThread vectors a row.
-// Measured on an H200 (op_bench, gpt2-xl's 8192 x 1600): the residual-add forward 0.042 -> 0.035 ms (3.0 TB/s),
-// the backward 0.061 -> 0.052 (2.5 TB/s); gpt2's 768-wide rows gain in the forward only. ncu on the backward:
-// 47% of DRAM bandwidth at 28 warps an SM, 10.5 cycles between a warp's instructions: neither occupancy nor
-// bytes in flight (three rows a team staged) limit it now, but the instructions of each row's chain.
+// Reading a row once, from registers, is what beats the warps' two or three passes (the gain and the op_bench
+// figures are in the commit that made it). The backward is bound by the instructions of each row's chain, not
+// by occupancy or bytes in flight (three rows a team staged): fewer instructions a row are what speed it up.
 #pragma once
 
 #include "kernels/cuda/column_reduce.cuh"

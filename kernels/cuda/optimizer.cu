@@ -54,8 +54,8 @@ struct alignas(4 * sizeof(T)) Four {
   T v[4];
 };
 
-// As adam_kernel, four elements a thread with 16-byte accesses to the fp32 arrays: 28 bytes an element move
-// at 3.7 TB/s with 4-byte accesses.
+// As adam_kernel, four elements a thread with 16-byte accesses to the fp32 arrays: the update moves 28 bytes
+// an element and nothing else, so the width of its accesses is what sets its rate.
 template <typename T>
 __global__ void adam4_kernel(float4* master, const Four<T>* grad, float4* m, float4* v, Four<T>* params_out,
                              int64_t quads, AdamStep step) {
@@ -89,8 +89,8 @@ __global__ void sgd_kernel(float* master, const T* grad, float* momentum_buffer,
 
 // Block b sums a fixed interleaved share of the elements (8 at a time with 16-byte loads where possible),
 // each thread in fp32 per vector and fp64 across vectors, then the block's warps in order. Each thread keeps
-// four loads in flight (one was 0.85 TB/s: a one-wave grid with one 16-byte load per thread at a time does
-// not cover the memory latency); the order of the additions is fixed by the indices alone.
+// four loads in flight (a one-wave grid with one 16-byte load per thread at a time does not cover the memory
+// latency); the order of the additions is fixed by the indices alone.
 template <typename T, int kVec>
 __global__ void sum_of_squares_kernel(const T* x, int64_t n, double* partials) {
   constexpr int kInFlight = 4;
