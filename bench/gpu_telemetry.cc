@@ -3,7 +3,10 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+
+#include "core/strings.h"
 
 namespace zb {
 
@@ -118,6 +121,7 @@ void GpuTelemetry::start() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = false;
+    span_start_ = std::chrono::steady_clock::now();
   }
   sampler_ = std::thread([this] { sample_until_stopped(); });
 }
@@ -130,6 +134,8 @@ void GpuTelemetry::stop() {
   }
   wake_.notify_all();
   sampler_.join();
+  std::lock_guard lock(mutex_);
+  sampled_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - span_start_).count();
 }
 
 void GpuTelemetry::sample_until_stopped() {
@@ -149,18 +155,23 @@ void GpuTelemetry::sample_until_stopped() {
   }
 }
 
-GpuTelemetrySummary GpuTelemetry::summary() const {
+GpuTelemetrySummary summarise_samples(const std::vector<TelemetrySample>& samples, double sampled_ms,
+                                      double period_ms) {
   GpuTelemetrySummary s;
-  s.power_limit_w = power_limit_w_;
-  std::lock_guard lock(mutex_);
-  s.samples = int(samples_.size());
-  if (samples_.empty()) {
-    s.unavailable = unavailable_.empty() ? "no samples taken" : unavailable_;
+  s.samples = int(samples.size());
+  if (samples.empty()) {
+    s.unavailable = "no samples taken";
+    return s;
+  }
+  const double due = period_ms > 0 ? sampled_ms / period_ms : 0;
+  if (due >= 4 && double(samples.size()) < due / 4) {
+    s.unavailable = cat("only ", samples.size(), " of ", std::lround(due), " samples due in ",
+                        std::lround(sampled_ms), " ms: NVML waited on the driver (another program using it?)");
     return s;
   }
   std::vector<double> clocks, powers;
   int by_bit[64] = {};
-  for (const Sample& sample : samples_) {
+  for (const TelemetrySample& sample : samples) {
     clocks.push_back(sample.sm_clock_mhz);
     powers.push_back(sample.power_w);
     for (int bit = 0; bit < 64; ++bit) by_bit[bit] += int(sample.reasons >> bit & 1);
@@ -169,14 +180,23 @@ GpuTelemetrySummary GpuTelemetry::summary() const {
   s.power_w = median(powers);
   for (int bit = 0; bit < 64; ++bit) {
     if (by_bit[bit] == 0) continue;
-    s.limit_reasons.push_back({limit_reason_names(1ull << bit).front(), double(by_bit[bit]) / double(samples_.size())});
+    s.limit_reasons.push_back({limit_reason_names(1ull << bit).front(), double(by_bit[bit]) / double(samples.size())});
   }
+  return s;
+}
+
+GpuTelemetrySummary GpuTelemetry::summary() const {
+  std::lock_guard lock(mutex_);
+  GpuTelemetrySummary s = summarise_samples(samples_, sampled_ms_, double(period_.count()));
+  if (samples_.empty() && !unavailable_.empty()) s.unavailable = unavailable_;
+  s.power_limit_w = power_limit_w_;
   return s;
 }
 
 void GpuTelemetry::clear() {
   std::lock_guard lock(mutex_);
   samples_.clear();
+  sampled_ms_ = 0;
 }
 
 }  // namespace zb

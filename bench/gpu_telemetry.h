@@ -32,8 +32,21 @@ struct GpuTelemetrySummary {
   std::optional<double> power_w;                // median over the samples
   std::optional<double> power_limit_w;          // the enforced power cap
   std::vector<ClockLimitReason> limit_reasons;  // every reason seen, in bit order, named by limit_reason_names
-  std::string unavailable;                      // why there are no samples ("" when there are)
+  std::string unavailable;                      // why there are no figures ("" when there are)
 };
+
+// One reading of the GPU.
+struct TelemetrySample {
+  double sm_clock_mhz = 0, power_w = 0;
+  uint64_t reasons = 0;  // nvmlClocksEventReasons
+};
+
+// The summary of `samples` taken over `sampled_ms` of sampling every `period_ms`. Far fewer samples than the
+// span was due (under a quarter of at least four) mean the readings waited on the driver, which another program
+// may hold (pinning host memory, starting a context): the few there are were taken at unknown moments, so the
+// summary gives no clock or power and says why instead of a median that looks like a measurement.
+GpuTelemetrySummary summarise_samples(const std::vector<TelemetrySample>& samples, double sampled_ms,
+                                      double period_ms);
 
 // NVML's clock-limiting reasons (a bit mask, nvmlClocksEventReasons) as short names, in bit order: "idle",
 // "application clocks", "power cap", "hardware slowdown", "sync boost", "thermal (software)",
@@ -49,7 +62,7 @@ class GpuTelemetry {
   GpuTelemetry(const GpuTelemetry&) = delete;
   GpuTelemetry& operator=(const GpuTelemetry&) = delete;
 
-  // Sampling runs between start and stop; several spans add up. Neither throws.
+  // Sampling runs between start and stop; several spans add up (samples and time). Neither throws.
   void start();
   void stop();
   // Of every sample since construction or clear.
@@ -57,10 +70,6 @@ class GpuTelemetry {
   void clear();
 
  private:
-  struct Sample {
-    double sm_clock_mhz, power_w;
-    uint64_t reasons;
-  };
   void sample_until_stopped();
 
   void* device_ = nullptr;  // nvmlDevice_t
@@ -70,7 +79,9 @@ class GpuTelemetry {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::vector<Sample> samples_;
+  std::vector<TelemetrySample> samples_;
+  std::chrono::steady_clock::time_point span_start_;
+  double sampled_ms_ = 0;  // the spans between start and stop so far
   std::thread sampler_;
 };
 

@@ -221,7 +221,7 @@ std::string format_ranks(const std::vector<RankResult>& ranks) {
                   r.tokens_per_sec, r.gpu_peak_gb, r.host_rss_gb);
     out += line;
     const GpuTelemetrySummary& t = r.telemetry;
-    if (t.samples == 0) {
+    if (!t.sm_clock_mhz) {  // no samples, or too few to stand for the span (see summarise_samples)
       out += "- | - | " + t.unavailable + "\n";
       continue;
     }

@@ -168,6 +168,29 @@ TEST(GpuTelemetry, ClockLimitReasonsAreNamedInBitOrder) {
   EXPECT_EQ(limit_reason_names(1ull << 12), std::vector<std::string>{"reason 0x1000"});
 }
 
+// Samples as often as the span was due give the medians and the reasons' shares; far fewer (the driver held
+// the readings up) give no figures and say so, rather than a median of a moment nobody chose.
+TEST(GpuTelemetry, MediansOfTheSamplesUnlessFarFewerThanDue) {
+  const std::vector<TelemetrySample> steady = {{1500, 690, 0x4}, {1530, 695, 0x4}, {1470, 692, 0}, {1515, 700, 0x4}};
+  const GpuTelemetrySummary s = summarise_samples(steady, 80.0, 20.0);
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_EQ(s.sm_clock_mhz, 1507.5);
+  EXPECT_EQ(s.power_w, 693.5);
+  ASSERT_EQ(s.limit_reasons.size(), 1u);
+  EXPECT_EQ(s.limit_reasons[0].name, "power cap");
+  EXPECT_DOUBLE_EQ(s.limit_reasons[0].share, 0.75);
+  EXPECT_EQ(s.unavailable, "");
+
+  const GpuTelemetrySummary starved = summarise_samples({{1980, 121, 0x1}}, 6100.0, 20.0);
+  EXPECT_EQ(starved.samples, 1);
+  EXPECT_FALSE(starved.sm_clock_mhz.has_value());
+  EXPECT_FALSE(starved.power_w.has_value());
+  EXPECT_EQ(starved.unavailable, "only 1 of 305 samples due in 6100 ms: NVML waited on the driver (another program "
+                                 "using it?)");
+  // A short span has few samples due: one sample of a 60 ms span stands.
+  EXPECT_TRUE(summarise_samples({{1980, 121, 0}}, 60.0, 20.0).sm_clock_mhz.has_value());
+}
+
 // Starts and stops sampling the GPU at `pci_bus_id` at once.
 GpuTelemetrySummary sample_briefly(const std::string& pci_bus_id) {
   GpuTelemetry telemetry(pci_bus_id);
