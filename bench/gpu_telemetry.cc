@@ -165,8 +165,8 @@ GpuTelemetrySummary summarise_samples(const std::vector<TelemetrySample>& sample
   }
   const double due = period_ms > 0 ? sampled_ms / period_ms : 0;
   if (due >= 4 && double(samples.size()) < due / 4) {
-    s.unavailable = cat("only ", samples.size(), " of ", std::lround(due), " samples due in ",
-                        std::lround(sampled_ms), " ms: NVML waited on the driver (another program using it?)");
+    s.unavailable = cat("only ", samples.size(), " of ", std::lround(due), " samples due in ", std::lround(sampled_ms),
+                        " ms: NVML waited on the driver (another program using it?)");
     return s;
   }
   std::vector<double> clocks, powers;
