@@ -29,6 +29,9 @@ void* DeviceMemory::allocate(size_t) {
   throw Error("this build has no CUDA support (the toolkit was not found)");
 }
 void DeviceMemory::release(void*) noexcept {}
+std::string DeviceMemory::availability(size_t) const {
+  return {};
+}
 void* PinnedHostMemory::allocate(size_t) {
   throw Error("this build has no CUDA support (the toolkit was not found)");
 }
