@@ -62,10 +62,22 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     throw zb::UsageError(zb::cat("--peak-tflops: must be a positive number (0: look it up), got ", extra.peak_tflops));
   }
   if (extra.warmup_steps < 0) throw zb::UsageError("--warmup-steps: must not be negative");
-  check_json_path(extra.json_path);
+  zb::RankAgreement agreement;  // gathers the ranks' own figures at the end
+  // Rank 0 writes the record, so its file system is the one to ask; every rank learns the answer (on several
+  // hosts the folder may exist on some only) and stops alike.
+  std::string json_problem;
+  if (world.rank() == 0) {
+    try {
+      check_json_path(extra.json_path);
+    } catch (const zb::UsageError& e) {
+      json_problem = e.what();
+    }
+  }
+  if (const auto verdict = agreement.worst(json_problem.empty() ? 0 : 1, json_problem); verdict.status != 0) {
+    throw zb::UsageError(verdict.message);
+  }
   // Opens and checks the token files before any training.
   auto data = zb::make_token_source(run, world.rank(), world.size());
-  zb::RankAgreement agreement;  // gathers the ranks' own figures at the end
   zb::GpuTelemetry telemetry(run.device.is_cuda() ? zb::cuda_device_pci_bus_id(run.device.index) : std::string());
   zb::TrackingAllocator allocator(zb::make_device_memory(run.device));
   auto backend = zb::make_backend(run.device, allocator, zb::program_backend_options());
@@ -123,6 +135,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   if (!extra.json_path.empty()) {  // (every rank: the record's figures are gathered from all of them)
     zb::BenchRecord record = zb::configuration_record(o, world.size(), 1);
     record.environment = zb::describe_environment(world, run.device, zb::program_backend_options());
+    if (run.device.is_cuda()) record.gpu_capacity_gb = double(zb::cuda_device_memory_bytes(run.device.index)) / 1e9;
     zb::fill_memory(record, o, memory, agreement);
     zb::fill_measurements(record, o, summarised, memory, mine,
                           {.repeat = 1, .peak_tflops = throughput.peak_tflops, .gpu_hour_usd = std::nullopt},

@@ -57,8 +57,8 @@ class CheckedCommunicator final : public Communicator {
   bool all_ok(bool ok) override { return inner_.all_ok(ok); }
   void barrier() override { inner_.barrier(); }
 
-  // Collective: every rank calls it once at the end of step `step` (1-based). Compares the step's records and
-  // starts the next step's; throws Error on every rank where they differ.
+  // Collective: every rank calls it once a step (`step` 1-based), at the same point of the step. Compares the
+  // records since the last call and starts new ones; throws Error on every rank where they differ.
   void end_step(int64_t step);
 
  private:

@@ -1,11 +1,10 @@
 #include "engine/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-
-#include <unistd.h>
-
 #include <fstream>
 
 #include "comm/local_communicator.h"
@@ -64,10 +63,10 @@ std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const Trainin
     const size_t needed = offload_host_bytes(options, layout, comm);
     const size_t available = host_share(options);
     if (available && needed > available) {
-      throw OutOfMemory(cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
-                            " GB of host memory on this rank; the host has ", available / 1e9, " GB available",
-                            options.ranks_per_host > 1 ? cat(" for each of its ", options.ranks_per_host, " ranks")
-                                                       : std::string()));
+      throw OutOfMemory(
+          cat("the ", offload_strategy_name(options.offload), " strategy needs ", needed / 1e9,
+              " GB of host memory on this rank; the host has ", available / 1e9, " GB available",
+              options.ranks_per_host > 1 ? cat(" for each of its ", options.ranks_per_host, " ranks") : std::string()));
     }
   }
   return host_memory_beside(backend, AioFile::kAlignment);  // O_DIRECT transfers need 4 KiB alignment
@@ -78,7 +77,8 @@ std::unique_ptr<RawMemory> host_memory_for(const Backend& backend, const Trainin
 std::vector<bool> speculative_units_for(const TrainingOptions& options, const ParameterStore& store,
                                         const Communicator& comm) {
   std::vector<bool> chosen(store.unit_count(), false);
-  const bool in_memory = options.offload == OffloadStrategy::cpu_optimizer || options.offload == OffloadStrategy::cpu_full;
+  const bool in_memory =
+      options.offload == OffloadStrategy::cpu_optimizer || options.offload == OffloadStrategy::cpu_full;
   if (!options.speculative_update || !in_memory) return chosen;
   const double budget = 0.9 * double(host_share(options));
   double used = double(offload_host_bytes(options, store.layout(), comm));
@@ -123,7 +123,9 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       data_(data),
       own_comm_(local_if_none(comm, backend)),
       checked_comm_(checked_if_asked(options.zero, comm ? comm : own_comm_.get())),
-      comm_(checked_comm_ ? checked_comm_.get() : comm ? comm : own_comm_.get()),
+      comm_(checked_comm_ ? checked_comm_.get()
+            : comm        ? comm
+                          : own_comm_.get()),
       layout_(options.model),
       host_allocator_(host_memory_for(backend, options, layout_, *comm_)),
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
@@ -144,9 +146,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
     }
     const std::vector<bool> speculative = speculative_units_for(options, store_, *comm_);
     speculative_units_ = std::count(speculative.begin(), speculative.end(), true);
-    host_optimizer_ = std::make_unique<HostOptimizer>(store_, host_allocator_, options.seed,
-                                                      options.optimizer.kind != OptimizerKind::sgd, storage,
-                                                      speculative);
+    host_optimizer_ = std::make_unique<HostOptimizer>(
+        store_, host_allocator_, options.seed, options.optimizer.kind != OptimizerKind::sgd, storage, speculative);
     host_optimizer_->settle_speculation_before_step(options.settle_speculation);
     schedule_.attach(*host_optimizer_);
   }
@@ -196,6 +197,9 @@ StepStats Trainer::step() {
     schedule_.end_micro_batch();
   }
   schedule_.finish_gradients();
+  // The passes' collectives are compared before the host waits for anything (a mismatch may hang the device);
+  // the optimizer's (the norm's sum, the weights' gathers) count with the next step's, on every rank alike.
+  if (checked_comm_) checked_comm_->end_step(step_ + 1);
 
   const auto optimizer_start = backend_.record_event();
   double loss = 0, norm = 0;
@@ -224,7 +228,6 @@ StepStats Trainer::step() {
   }
   const auto optimizer_end = backend_.record_event();
   schedule_.publish_parameters();
-  if (checked_comm_) checked_comm_->end_step(step_ + 1);  // (before waiting for a device a mismatch may hang)
   uploads_.prefetch();  // the next step's first batch, drawn while the device works
   backend_.synchronize();
   if (!host_optimizer_) {

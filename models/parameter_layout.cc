@@ -75,7 +75,8 @@ ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(conf
 
   UnitBuilder embeddings("embeddings");
   embeddings.normal("wte", Shape{vp, c.d_model}, kInitStd, c.vocab_size);
-  if (c.has_learned_positions()) embeddings.normal("wpe", Shape{c.max_seq_len + c.position_offset, c.d_model}, kInitStd);
+  if (c.has_learned_positions())
+    embeddings.normal("wpe", Shape{c.max_seq_len + c.position_offset, c.d_model}, kInitStd);
   units_.push_back(embeddings.build());
 
   // Residual-branch output projections start smaller (GPT-2: std / sqrt(2 * layers)), so that the residual
@@ -122,8 +123,9 @@ std::vector<InitialFill> ParameterLayout::initial_fills(size_t unit_index, int64
 }
 
 void ParameterLayout::initialize(size_t unit_index, uint64_t seed, int64_t begin, int64_t end, float* out) const {
+  const std::vector<InitialFill> fills = initial_fills(unit_index, begin, end);  // (checks the range first)
   std::fill(out, out + (end - begin), 0.0f);  // alignment gaps and padding rows stay zero
-  for (const InitialFill& fill : initial_fills(unit_index, begin, end)) {
+  for (const InitialFill& fill : fills) {
     float* to = out + (fill.first - begin);
     for (int64_t i = 0; i < fill.count; ++i) {
       to[i] = fill.init == InitKind::ones ? 1.0f : float(fill.std * random_normal(seed, fill.stream, fill.element + i));

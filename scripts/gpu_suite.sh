@@ -65,7 +65,7 @@ run_gtests() {
 run_zero() {
   for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
     local model=${c%%:*} batch=${c##*:}
-    local dir="$out/zero_${model}_b${batch}_np${gpus}${LABEL:+_$LABEL}"
+    local dir="$out/zero_${model//\//_}_b${batch}_np${gpus}${LABEL:+_$LABEL}"
     # shellcheck disable=SC2086
     launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
       --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" ${ZERO_ARGS:-} > "$dir.log" 2>&1 \
@@ -79,15 +79,18 @@ run_torch() {
     for mode in ${TORCH_MODES-fsdp ddp}; do
       PYTHONUNBUFFERED=1 launch torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
         -B "$batch" -T 1024 --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
-        > "$out/torch_${model}_b${batch}_${mode}_np${gpus}.json" 2> "$out/torch_${model}_b${batch}_${mode}_np${gpus}.err"
+        > "$out/torch_${model//\//_}_b${batch}_${mode}_np${gpus}.json" \
+        2> "$out/torch_${model//\//_}_b${batch}_${mode}_np${gpus}.err"
     done
   done
 }
 
 run_offload() {
-  for c in ${OFFLOAD_CASES:-llama-2-7b:2:1 llama-2-13b:2:1 llama-2-13b:2:$gpus}; do
+  local cases=${OFFLOAD_CASES:-llama-2-7b:2:1 llama-2-13b:2:1}
+  [[ -z ${OFFLOAD_CASES:-} ]] && ((gpus > 1)) && cases+=" llama-2-13b:2:$gpus"
+  for c in $cases; do
     IFS=: read -r model batch ranks <<< "$c"
-    local dir="$out/offload_${model}_b${batch}_np${ranks}"
+    local dir="$out/offload_${model//\//_}_b${batch}_np${ranks}"
     local nvme=()
     [[ -n ${NVME_DIR:-} ]] && nvme=(--nvme-path "$NVME_DIR" --strategies none cpu_optimizer cpu_full nvme)
     launch "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
@@ -101,7 +104,7 @@ run_scaling() {
     local model=${c%%:*} batch=${c##*:} n=1
     while ((n <= gpus)); do
       # One GPU: every stage is plain training, so it runs once.
-      local stages="1 2 3" dir="$out/scaling_${model}_b${batch}_np${n}"
+      local stages="1 2 3" dir="$out/scaling_${model//\//_}_b${batch}_np${n}"
       ((n == 1)) && stages=1
       # shellcheck disable=SC2086
       launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
@@ -116,8 +119,10 @@ run_efficiency() {
   for c in ${SCALING_CASES:-gpt2-xl:8 llama-2-7b:2}; do
     local model=${c%%:*} batch=${c##*:}
     for ((round = 1; round <= ${ROUNDS:-2}; ++round)); do
-      for n in 1 "$gpus"; do
-        local stages="1 2" dir="$out/efficiency_${model}_b${batch}_np${n}_round${round}"
+      local counts=(1)
+      ((gpus > 1)) && counts+=("$gpus")
+      for n in "${counts[@]}"; do
+        local stages="1 2" dir="$out/efficiency_${model//\//_}_b${batch}_np${n}_round${round}"
         ((n == 1)) && stages="0 1"
         # shellcheck disable=SC2086
         launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \

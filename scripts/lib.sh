@@ -16,9 +16,9 @@ build_gpu_tree() {
   grep -cE "warning" "$out/build.log" | sed 's/^/build warnings: /'
 }
 
-# json_field FILE KEY: the KEY of a result file, empty when the file or the key is missing: a record file
-# (the JSON array train --json, zero_bench and offload_bench write; its first record) or the JSON line a
-# reference script prints (its first line). Numbers keep their digits as JSON wrote them.
+# json_field FILE KEY: the KEY of a result file, as Python prints it (empty, with exit code 1, when the file
+# cannot be read; empty when the key is missing or null): a record file (the JSON array train --json, zero_bench
+# and offload_bench write; its first record) or the JSON line a reference script prints (its first line).
 json_field() {
   python3 - "$1" "$2" << 'PYTHON' 2> /dev/null
 import json, sys
