@@ -13,7 +13,8 @@ OffloadPipeline::OffloadPipeline(HostOptimizer& host, const ParameterStore& stor
       comm_(comm),
       forward_order_(std::move(forward_order)),
       schedule_(std::move(schedule)),
-      awaiting_update_(store.unit_count(), false) {}
+      awaiting_update_(store.unit_count(), false),
+      not_yet_asked_(store.unit_count(), false) {}
 
 void OffloadPipeline::gradient_final(size_t unit) {
   if (!store_.optimizer_on_host(unit)) return;
@@ -28,15 +29,18 @@ void OffloadPipeline::start_update(const OptimizerParams& params) {
   last_to_host_ = 0;
   std::vector<size_t> order;
   for (size_t unit : forward_order_) {
-    awaiting_update_[unit] = store_.optimizer_on_host(unit);
+    awaiting_update_[unit] = not_yet_asked_[unit] = store_.optimizer_on_host(unit);
     if (awaiting_update_[unit]) order.push_back(unit);
   }
   host_.start_step(params, order);
 }
 
-bool OffloadPipeline::updating(size_t unit) { return awaiting_update_[unit] && !host_.unit_done(unit); }
-
 void OffloadPipeline::ensure_updated(size_t unit) {
+  not_yet_asked_[unit] = false;
+  hand_over(unit);
+}
+
+void OffloadPipeline::hand_over(size_t unit) {
   if (!awaiting_update_[unit]) return;
   if (!host_.unit_done(unit)) upload_finished_units(unit);
   const auto start = std::chrono::steady_clock::now();
@@ -63,7 +67,7 @@ void OffloadPipeline::upload_finished_units(size_t waiting_for) {
     // Its upload would gather it from the other ranks: collectives stay in the forward's order on every rank.
     if (upload_gathers(next)) return;
     budget -= store_.padded_numel(next);
-    ensure_updated(next);
+    hand_over(next);
   }
 }
 

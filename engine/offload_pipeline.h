@@ -38,12 +38,16 @@ class OffloadPipeline {
   void start_update(const OptimizerParams& params);
   // Waits for the host's update of the unit, if one is under way, and hands its new weights to the schedule.
   void ensure_updated(size_t unit);
-  // Whether the host is still at the unit's update (a prefetch must not wait for it).
-  bool updating(size_t unit);
+  // Whether the schedule has not yet asked for the unit's new weights this step (ensure_updated): the same on
+  // every rank, unlike whether the host is done with the unit, so that what a rank does on it (a prefetch
+  // stops there: it must not wait for the CPU) keeps the ranks' collectives alike.
+  bool not_yet_asked(size_t unit) const { return not_yet_asked_[unit]; }
   // The host time spent waiting for updates since the last call, ms.
   double take_wait_ms();
 
  private:
+  // Waits for the unit's update, if the weights are not handed over yet, and hands them over.
+  void hand_over(size_t unit);
   // While waiting for one unit's update, sends up finished later ones (see the definition).
   void upload_finished_units(size_t waiting_for);
   // The unit is held whole but updated as a shard: its way up ends in an all-gather.
@@ -57,6 +61,7 @@ class OffloadPipeline {
   std::vector<size_t> forward_order_;
   Schedule schedule_;
   std::vector<bool> awaiting_update_;  // units whose new weights the host has not handed over yet
+  std::vector<bool> not_yet_asked_;    // units the host updates this step that the schedule has not asked for
   CommTicket last_to_host_ = 0;
   double wait_ms_ = 0;
 };

@@ -180,7 +180,10 @@ void ZeroSchedule::prefetch_after(size_t unit, const std::vector<size_t>& order)
   for (++it; it != order.end(); ++it) {
     const size_t next = *it;
     if (store_.resident_params(next)) continue;
-    if (offload_ && offload_->updating(next)) break;  // prefetching must not wait for the CPU
+    // Prefetching must not wait for the CPU: it stops at a unit the host updates and the forward has not
+    // reached, on every rank alike (whether the host is done differs between ranks, and a prefetch changes
+    // which units the slots keep for backward, so how many gathers each rank issues).
+    if (offload_ && offload_->not_yet_asked(next)) break;
     if (any && budget < store_.padded_numel(next)) break;
     budget -= store_.padded_numel(next);
     any = true;

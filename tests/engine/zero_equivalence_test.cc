@@ -122,6 +122,8 @@ class OffloadEquivalence : public ::testing::TestWithParam<ZeroCase> {
     o.offload = strategy;
     o.nvme_path = nvme_path;
     o.aio = AioConfig{16384, 4, 2, false, true};  // several requests per unit: read-ahead overlaps
+    // The host's pace differs between ranks; what each rank issues must not (prefetch, early uploads).
+    o.zero.check_collectives = true;
     return o;
   }
   // The same training with `strategy` (its NVMe files, if any, under nvme_path) ends as `plain` does.
