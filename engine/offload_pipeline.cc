@@ -71,6 +71,8 @@ void OffloadPipeline::upload_finished_units(size_t waiting_for) {
   }
 }
 
-double OffloadPipeline::take_wait_ms() { return std::exchange(wait_ms_, 0.0); }
+double OffloadPipeline::take_wait_ms() {
+  return std::exchange(wait_ms_, 0.0);
+}
 
 }  // namespace zb
