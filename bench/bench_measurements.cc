@@ -45,6 +45,22 @@ void TimedSteps::add(const StepStats& s, int world) {
   ++count;
 }
 
+void TimedSteps::end_repeat() {
+  const std::vector<double>& ms = rank.step_ms;
+  if (ms.size() > repeat_begin_) {
+    repeat_mean_ms.push_back(std::accumulate(ms.begin() + std::ptrdiff_t(repeat_begin_), ms.end(), 0.0) /
+                             double(ms.size() - repeat_begin_));
+  }
+  repeat_begin_ = ms.size();
+}
+
+void MeasuredMemory::note_end_of_steps(const TrackingAllocator& device_allocator,
+                                       const TrackingAllocator& host_allocator) {
+  allocated_at_end = double(device_allocator.total().current);
+  host_pinned = double(host_allocator.total().peak);
+  resident = resident_set_bytes();
+}
+
 void MeasuredMemory::add_peaks(const TrackingAllocator& device_allocator) {
   for (MemoryPool pool : kAllMemoryPools) {
     PoolUsage& kept = pools[int(pool)];

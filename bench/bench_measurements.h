@@ -27,7 +27,18 @@ struct TimedSteps {
   std::optional<double> loss_first, loss_last;  // of every step, warm-up included
   RankSteps rank;                               // every timed step's time, and this rank's busy time and tokens
 
+  // A step's loss (every step, warm-up included).
+  void note_loss(double loss) {
+    if (!loss_first) loss_first = loss;
+    loss_last = loss;
+  }
+  // A timed step.
   void add(const StepStats& s, int world);
+  // Ends a repeat: the mean time of its timed steps (those added since the last call), where it had any.
+  void end_repeat();
+
+ private:
+  size_t repeat_begin_ = 0;  // the first of rank.step_ms that belongs to the current repeat
 };
 
 // This rank's memory over a configuration's repeats: the peaks by pool and in all (device), what was still
@@ -38,6 +49,8 @@ struct MeasuredMemory {
   double allocated_at_end = 0, host_pinned = 0, resident = 0;
   // Keeps the larger of each peak and the allocator's (after a repeat).
   void add_peaks(const TrackingAllocator& device_allocator);
+  // Once the timed steps are done: what the device still holds, the host memory pinned, the resident set.
+  void note_end_of_steps(const TrackingAllocator& device_allocator, const TrackingAllocator& host_allocator);
 };
 
 // The settings a record's derived figures need.

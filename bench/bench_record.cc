@@ -122,6 +122,12 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   return j;
 }
 
+std::string records_json_text(const std::vector<BenchRecord>& records) {
+  nlohmann::ordered_json array = nlohmann::ordered_json::array();
+  for (const BenchRecord& r : records) array.push_back(to_json(r));
+  return array.dump(2) + "\n";
+}
+
 namespace {
 
 // RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.

@@ -89,6 +89,8 @@ std::string configuration_label(int stage, const std::string& strategy, bool nam
 double relative_step_spread(const std::optional<double>& step_time_stddev_ms, const std::optional<double>& mean_ms);
 
 nlohmann::ordered_json to_json(const BenchRecord& record);
+// A results file's text: the records as a JSON array, indented, ending in a newline.
+std::string records_json_text(const std::vector<BenchRecord>& records);
 // The records as CSV: a header line of the JSON's keys, then one line a record (RFC 4180 quoting). The
 // nested keys (per_rank, node_throughput) are left out: the spread figures and the slowest host's throughput
 // stand for them.

@@ -1,7 +1,6 @@
 #include "bench/bench_runner.h"
 
 #include <cstdio>
-#include <numeric>
 
 #include "comm/communicator_factory.h"
 #include "core/cuda_devices.h"
@@ -92,7 +91,6 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
                  : make_file_tokens(settings_.data_glob, settings_.data_format, geometry, options.model.vocab_size);
       trainer = std::make_unique<Trainer>(options, *backend_, allocator_, *data, comm_.get());
     });
-    std::vector<double> repeat_ms;
     if (outcome.status == kOk)
       agree(outcome, [&] {
         for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {
@@ -103,25 +101,16 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
           fail_if_injected(progress);
           if (step == settings_.warmup_steps) telemetry_.start();
           const StepStats stats = trainer->step();
-          if (!timed.loss_first) timed.loss_first = stats.loss;
-          timed.loss_last = stats.loss;
-          if (step >= settings_.warmup_steps) {
-            timed.add(stats, world);
-            repeat_ms.push_back(stats.seconds * 1e3);
-          }
+          timed.note_loss(stats.loss);
+          if (step >= settings_.warmup_steps) timed.add(stats, world);
           ++progress.step;
           on_step(progress);
         }
         telemetry_.stop();
-        memory.allocated_at_end = double(allocator_.total().current);
-        memory.host_pinned = double(trainer->host_allocator().total().peak);
-        memory.resident = resident_set_bytes();
+        memory.note_end_of_steps(allocator_, trainer->host_allocator());
       });
     telemetry_.stop();  // (where the steps ended early)
-    if (!repeat_ms.empty()) {
-      timed.repeat_mean_ms.push_back(std::accumulate(repeat_ms.begin(), repeat_ms.end(), 0.0) /
-                                     double(repeat_ms.size()));
-    }
+    timed.end_repeat();
     memory.add_peaks(allocator_);
     // A step that failed may have left work queued on the device that still uses the trainer's buffers.
     try {

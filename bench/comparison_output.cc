@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include "bench/deepspeed_config.h"
 #include "bench/run_environment.h"
@@ -21,23 +20,6 @@
 #include "core/strings.h"
 
 namespace zb {
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = cat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw IoError(cat("cannot write ", temporary));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw IoError(cat("cannot rename ", temporary, " to ", path));
-  }
-}
 
 namespace {
 
@@ -112,14 +94,12 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
                                  const std::vector<BenchRecord>& records, const TrainingOptions* recommended,
                                  std::optional<double> gpu_capacity_gb, bool on_gpu) {
   ComparisonFiles files{base + ".json", base + ".csv", base + ".svg", ""};
-  nlohmann::ordered_json array = nlohmann::ordered_json::array();
   std::vector<ChartBar> bars;
   for (const BenchRecord& r : records) {
-    array.push_back(to_json(r));
     bars.push_back({r.label(), r.status, r.throughput_tokens_per_sec.value_or(0), r.throughput_stddev.value_or(0),
                     r.gpu_peak_gb.value_or(0)});
   }
-  write_file_atomically(files.json, array.dump(2) + "\n");
+  write_file_atomically(files.json, records_json_text(records));
   write_file_atomically(files.csv, to_csv(records));
   write_file_atomically(files.chart, render_comparison_chart(title, bars, gpu_capacity_gb.value_or(0), on_gpu));
   if (recommended) {

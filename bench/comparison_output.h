@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/atomic_file.h"
 #include "bench/bench_record.h"
 #include "bench/deepspeed_config.h"
 #include "engine/trainer.h"
 
 namespace zb {
-
-// Writes `text` to `path` through a temporary file in the same folder; throws IoError naming the path.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 struct ComparisonFiles {
   std::string json, csv, chart, recommended_config;  // paths written (recommended_config: empty without one)

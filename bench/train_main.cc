@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
+#include "bench/atomic_file.h"
 #include "bench/bench_measurements.h"
 #include "bench/cli.h"
 #include "bench/gpu_peaks.h"
@@ -41,17 +41,6 @@ void check_json_path(const std::string& path) {
   if (!folder.empty() && !fs::is_directory(folder)) {
     throw zb::UsageError(zb::cat("--json: the folder ", folder.string(), " does not exist"));
   }
-}
-
-// The record as zero_bench writes its records: a JSON array (of this one record), written whole or not at all.
-void write_record(const std::string& path, const zb::BenchRecord& record) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    out << nlohmann::ordered_json::array({zb::to_json(record)}).dump(2) << "\n";
-    if (!out) throw zb::Error(zb::cat("--json: could not write ", partial));
-  }
-  std::filesystem::rename(partial, path);
 }
 
 int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
@@ -117,8 +106,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   for (int64_t i = 0; i < run.num_steps; ++i) {
     if (i == first_summarised) telemetry.start();
     steps.push_back(trainer.step());
-    if (!summarised.loss_first) summarised.loss_first = steps.back().loss;
-    summarised.loss_last = steps.back().loss;
+    summarised.note_loss(steps.back().loss);
     if (i >= first_summarised) summarised.add(steps.back(), world.size());
     print(zb::format_step(steps.back(), run.num_steps, throughput));
   }
@@ -126,9 +114,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   zb::MeasuredMemory memory;
   memory.add_peaks(allocator);
-  memory.allocated_at_end = double(allocator.total().current);
-  memory.host_pinned = double(trainer.host_allocator().total().peak);
-  memory.resident = zb::resident_set_bytes();
+  memory.note_end_of_steps(allocator, trainer.host_allocator());
   const zb::RankResult mine = zb::own_rank_result(world.rank(), world.host_name(), run.device, summarised.rank,
                                                   double(memory.total_peak), memory.resident, telemetry);
   print(zb::format_ranks(zb::gather_rank_results(agreement, mine)));
@@ -141,7 +127,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                           {.repeat = 1, .peak_tflops = throughput.peak_tflops, .gpu_hour_usd = std::nullopt},
                           agreement);
     if (printer) {
-      write_record(extra.json_path, record);
+      zb::write_file_atomically(extra.json_path, zb::records_json_text({record}));  // as zero_bench writes its
       print(zb::cat("record: ", extra.json_path));
     }
   }

@@ -65,7 +65,7 @@ void OffloadPipeline::upload_finished_units(size_t waiting_for) {
     const size_t next = *it;
     if (!awaiting_update_[next] || !host_.unit_done(next)) continue;
     // Its upload would gather it from the other ranks: collectives stay in the forward's order on every rank.
-    if (upload_gathers(next)) return;
+    if (upload_gathers(store_, comm_, next)) return;
     budget -= store_.padded_numel(next);
     hand_over(next);
   }

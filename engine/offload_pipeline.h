@@ -17,6 +17,12 @@
 
 namespace zb {
 
+// Whether a unit's new weights, coming up from the host, end in an all-gather: the unit is held whole but
+// updated as a shard, on several ranks.
+inline bool upload_gathers(const ParameterStore& store, const Communicator& comm, size_t unit) {
+  return store.resident_params(unit) && store.sharded_optimizer() && comm.size() > 1;
+}
+
 class OffloadPipeline {
  public:
   // What the pipeline asks of the schedule that owns it.
@@ -50,10 +56,6 @@ class OffloadPipeline {
   void hand_over(size_t unit);
   // While waiting for one unit's update, sends up finished later ones (see the definition).
   void upload_finished_units(size_t waiting_for);
-  // The unit is held whole but updated as a shard: its way up ends in an all-gather.
-  bool upload_gathers(size_t unit) const {
-    return store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1;
-  }
 
   HostOptimizer& host_;
   const ParameterStore& store_;

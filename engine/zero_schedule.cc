@@ -119,7 +119,7 @@ void ZeroSchedule::send_up(size_t unit, const Tensor& updated_weights) {
   params_ready_[unit] = issue([&] { return comm_.copy(updated_weights, target); });
   // The other ranks' shards come next. (A stage 3 shard is gathered by gather(), after this copy on the same
   // stream.)
-  if (store_.resident_params(unit) && store_.sharded_optimizer() && comm_.size() > 1) gather_units({unit});
+  if (upload_gathers(store_, comm_, unit)) gather_units({unit});
 }
 
 void ZeroSchedule::complete_updates() {

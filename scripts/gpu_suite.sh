@@ -48,6 +48,8 @@ reference=scripts/reference/torch_reference.py
 
 # torch_reference.py knows the Llama models by their short names.
 short_name() { case $1 in meta-llama/Llama-2-7b-hf) echo llama-2-7b ;; meta-llama/Llama-2-13b-hf) echo llama-2-13b ;; *) echo "$1" ;; esac; }
+# A model's name as part of a file name (a Hugging Face name's "/" would make a folder).
+file_part() { echo "${1//\//_}"; }
 
 run_build() {
   build_gpu_tree "$out"
@@ -65,7 +67,7 @@ run_gtests() {
 run_zero() {
   for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
     local model=${c%%:*} batch=${c##*:}
-    local dir="$out/zero_${model//\//_}_b${batch}_np${gpus}${LABEL:+_$LABEL}"
+    local dir="$out/zero_$(file_part "$model")_b${batch}_np${gpus}${LABEL:+_$LABEL}"
     # shellcheck disable=SC2086
     launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
       --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" ${ZERO_ARGS:-} > "$dir.log" 2>&1 \
@@ -79,8 +81,8 @@ run_torch() {
     for mode in ${TORCH_MODES-fsdp ddp}; do
       PYTHONUNBUFFERED=1 launch torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
         -B "$batch" -T 1024 --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
-        > "$out/torch_${model//\//_}_b${batch}_${mode}_np${gpus}.json" \
-        2> "$out/torch_${model//\//_}_b${batch}_${mode}_np${gpus}.err"
+        > "$out/torch_$(file_part "$model")_b${batch}_${mode}_np${gpus}.json" \
+        2> "$out/torch_$(file_part "$model")_b${batch}_${mode}_np${gpus}.err"
     done
   done
 }
@@ -90,7 +92,7 @@ run_offload() {
   [[ -z ${OFFLOAD_CASES:-} ]] && ((gpus > 1)) && cases+=" llama-2-13b:2:$gpus"
   for c in $cases; do
     IFS=: read -r model batch ranks <<< "$c"
-    local dir="$out/offload_${model//\//_}_b${batch}_np${ranks}"
+    local dir="$out/offload_$(file_part "$model")_b${batch}_np${ranks}"
     local nvme=()
     [[ -n ${NVME_DIR:-} ]] && nvme=(--nvme-path "$NVME_DIR" --strategies none cpu_optimizer cpu_full nvme)
     launch "${mpi[@]}" -np "$ranks" build-gpu/bin/offload_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
@@ -104,7 +106,7 @@ run_scaling() {
     local model=${c%%:*} batch=${c##*:} n=1
     while ((n <= gpus)); do
       # One GPU: every stage is plain training, so it runs once.
-      local stages="1 2 3" dir="$out/scaling_${model//\//_}_b${batch}_np${n}"
+      local stages="1 2 3" dir="$out/scaling_$(file_part "$model")_b${batch}_np${n}"
       ((n == 1)) && stages=1
       # shellcheck disable=SC2086
       launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
@@ -122,7 +124,7 @@ run_efficiency() {
       local counts=(1)
       ((gpus > 1)) && counts+=("$gpus")
       for n in "${counts[@]}"; do
-        local stages="1 2" dir="$out/efficiency_${model//\//_}_b${batch}_np${n}_round${round}"
+        local stages="1 2" dir="$out/efficiency_$(file_part "$model")_b${batch}_np${n}_round${round}"
         ((n == 1)) && stages="0 1"
         # shellcheck disable=SC2086
         launch "${mpi[@]}" -np "$n" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
