@@ -21,7 +21,6 @@
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "kernels/backend_factory.h"
-#include "offload/cpu_optimizer.h"
 
 namespace {
 
@@ -140,7 +139,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                   std::round(1000 * zb::ParameterStore::host_optimizer_share(store.layout(), store.geometry())) / 10,
                   "% of the optimizer state on the host; ", trainer.speculative_units(), " of ",
                   trainer.layout().units().size(), " units update speculatively during backward; ",
-                  zb::optimizer_threads_beside_training(), " CPU optimizer threads"));
+                  trainer.cpu_optimizer_threads(), " CPU optimizer threads"));
   }
   return 0;
 }

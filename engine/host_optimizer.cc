@@ -61,9 +61,9 @@ size_t HostOptimizer::speculation_bytes(int64_t range, DType dtype, const ShardG
 }
 
 HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed,
-                             bool needs_second_moment, HostStateStorage storage,
+                             bool needs_second_moment, int threads, HostStateStorage storage,
                              const std::vector<bool>& speculative_units)
-    : store_(store), second_moment_(needs_second_moment) {
+    : store_(store), second_moment_(needs_second_moment), threads_(std::max(1, threads)) {
   const DType dtype = store.dtype();
   ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16, "the CPU optimizer takes fp32 or bf16 models, not ",
            dtype_name(dtype));
@@ -250,7 +250,7 @@ void HostOptimizer::mark_done(size_t u) {
 // job's last unit sits near the forward's end, and little forward is left once the host is done. First in,
 // first out left the first blocks to the job and the forward of all the later ones after it.
 void HostOptimizer::run_worker() {
-  use_optimizer_threads_beside_training();
+  use_optimizer_threads(threads_);
   Shared& s = *shared_;
   std::unique_lock lock(s.mutex);
   for (;;) {

@@ -49,8 +49,9 @@ class HostOptimizer {
  public:
   // The master weights start from the layout's initial values under `seed`, as the device's would.
   // speculative_units: which units get spare state for speculation (empty: none; ignored with NVMe).
+  // threads: the CPU threads each update uses (see optimizer_threads_beside_training).
   HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed, bool needs_second_moment,
-                HostStateStorage storage = {}, const std::vector<bool>& speculative_units = {});
+                int threads, HostStateStorage storage = {}, const std::vector<bool>& speculative_units = {});
   ~HostOptimizer();  // waits for a running update (its errors no longer matter)
   HostOptimizer(const HostOptimizer&) = delete;
   HostOptimizer& operator=(const HostOptimizer&) = delete;
@@ -98,6 +99,7 @@ class HostOptimizer {
   void finish();             // waits for the whole step; rethrows as wait_unit
   // The host phases of the steps finished since the last call.
   OffloadTimes take_times();
+  int threads() const { return threads_; }
   // Whether the NVMe file uses O_DIRECT (false: the file system refused it; buffered I/O was used).
   bool direct_io() const { return file_ && file_->direct(); }
 
@@ -148,6 +150,7 @@ class HostOptimizer {
 
   ParameterStore& store_;
   bool second_moment_;
+  int threads_;
   std::vector<Unit> units_;
   std::unique_ptr<AioFile> file_;
   Buffer nvme_stage_[2];  // 4 KiB-aligned: one unit being updated, the other read or written

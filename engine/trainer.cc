@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/strings.h"
 #include "kernels/clip_factor.h"
+#include "offload/cpu_optimizer.h"
 
 namespace zb {
 
@@ -147,7 +148,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
     const std::vector<bool> speculative = speculative_units_for(options, store_, *comm_);
     speculative_units_ = std::count(speculative.begin(), speculative.end(), true);
     host_optimizer_ = std::make_unique<HostOptimizer>(
-        store_, host_allocator_, options.seed, options.optimizer.kind != OptimizerKind::sgd, storage, speculative);
+        store_, host_allocator_, options.seed, options.optimizer.kind != OptimizerKind::sgd,
+        optimizer_threads_beside_training(options.ranks_per_host), storage, speculative);
     host_optimizer_->settle_speculation_before_step(options.settle_speculation);
     schedule_.attach(*host_optimizer_);
   }

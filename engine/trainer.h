@@ -95,6 +95,8 @@ class Trainer {
   // How many units update speculatively during backward (0 without offload, with nvme, or when the host
   // lacked the memory).
   int64_t speculative_units() const { return speculative_units_; }
+  // The CPU threads of each host update (0 without offload).
+  int cpu_optimizer_threads() const { return host_optimizer_ ? host_optimizer_->threads() : 0; }
   HostOptimizer::SpeculationCounts speculation_counts() {
     return host_optimizer_ ? host_optimizer_->speculation_counts() : HostOptimizer::SpeculationCounts{};
   }

@@ -227,13 +227,13 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
 
 }  // namespace
 
-int optimizer_threads_beside_training() {
+int optimizer_threads_beside_training(int ranks_per_host) {
   const char* set = std::getenv("OMP_NUM_THREADS");
   if (set != nullptr && *set != '\0') return omp_get_max_threads();
-  return std::max(1, omp_get_num_procs() - 1);
+  return std::max(1, omp_get_num_procs() / std::max(1, ranks_per_host) - 1);
 }
 
-void use_optimizer_threads_beside_training() { omp_set_num_threads(optimizer_threads_beside_training()); }
+void use_optimizer_threads(int threads) { omp_set_num_threads(std::max(1, threads)); }
 
 SimdLevel best_simd_level() {
   if (__builtin_cpu_supports("avx512f")) return SimdLevel::avx512;

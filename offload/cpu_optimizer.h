@@ -39,13 +39,15 @@ struct CpuOptimizerShard {
 };
 
 // The threads a CPU optimizer run beside training uses: OMP_NUM_THREADS where it is set, else one fewer than
-// the processors this process may run on. The training thread spends the update waiting on the GPU, and
-// CUDA waits by spinning (its default below one context per core); an optimizer thread sharing that core
-// gets half of it, and every unit's update ends only when that thread's last chunk does (a step with as many
-// threads as cores measured about a tenth slower than with one fewer).
-int optimizer_threads_beside_training();
-// Makes the calling thread's later CPU optimizer steps use that many threads.
-void use_optimizer_threads_beside_training();
+// this rank's share of the processors this process may run on (the processors over the ranks_per_host ranks
+// that share them). The training thread spends the update waiting on the GPU, and CUDA waits by spinning (its
+// default below one context per core); an optimizer thread sharing that core gets half of it, and every unit's
+// update ends only when that thread's last chunk does (a step with as many threads as cores measured about a
+// tenth slower than with one fewer). Ranks that each took every core would run several threads a core, and
+// each unit's parallel loop would wait for threads the scheduler has set aside.
+int optimizer_threads_beside_training(int ranks_per_host = 1);
+// Makes the calling thread's later CPU optimizer steps use `threads` threads.
+void use_optimizer_threads(int threads);
 
 // Throws zb::Error when `level` is wider than this CPU runs.
 void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level);

@@ -159,16 +159,20 @@ TEST_P(CpuOptimizer, StateWrittenAsideIsTheInPlaceUpdate) {
   }
 }
 
-// One core is left to the training thread, unless OMP_NUM_THREADS says otherwise.
-TEST(CpuOptimizer, ThreadsBesideTrainingLeaveACoreUnlessOmpNumThreadsIsSet) {
+// One core of the rank's share is left to the training thread, unless OMP_NUM_THREADS says otherwise.
+TEST(CpuOptimizer, ThreadsBesideTrainingLeaveACoreOfTheRanksShareUnlessOmpNumThreadsIsSet) {
   const char* before = std::getenv("OMP_NUM_THREADS");
   const std::string saved = before ? before : "";
   unsetenv("OMP_NUM_THREADS");
-  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, omp_get_num_procs() - 1));
+  const int procs = omp_get_num_procs();
+  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, procs - 1));
+  EXPECT_EQ(optimizer_threads_beside_training(4), std::max(1, procs / 4 - 1)) << "four ranks share the cores";
+  EXPECT_EQ(optimizer_threads_beside_training(4 * procs), 1) << "at least one thread";
   setenv("OMP_NUM_THREADS", "", 1);
-  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, omp_get_num_procs() - 1)) << "empty counts as unset";
+  EXPECT_EQ(optimizer_threads_beside_training(), std::max(1, procs - 1)) << "empty counts as unset";
   setenv("OMP_NUM_THREADS", "3", 1);  // (OpenMP read it at start: its count is the one it took then)
   EXPECT_EQ(optimizer_threads_beside_training(), omp_get_max_threads());
+  EXPECT_EQ(optimizer_threads_beside_training(4), omp_get_max_threads()) << "as set, whatever the ranks";
   if (before) setenv("OMP_NUM_THREADS", saved.c_str(), 1);
   else unsetenv("OMP_NUM_THREADS");
 }
