@@ -131,7 +131,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       host_allocator_(host_memory_for(backend, options, layout_, *comm_)),
       store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
              geometry_for(options, *comm_), &host_allocator_),
-      model_(layout_, backend, allocator, options.dtype, options.batch, options.seq),
+      model_(layout_, backend, allocator, options.dtype, options.batch, options.seq, options.activation_checkpointing),
       schedule_(store_, model_, backend, *comm_, allocator, options_.zero),
       staging_(host_memory_beside(backend)),
       uploads_(data, backend, staging_, options.batch * options.seq),

@@ -33,6 +33,8 @@ struct TrainingOptions {
   float grad_clip = 1.0f;  // global gradient-norm bound; 0 disables clipping
   uint64_t seed = 42;
   DType dtype = DType::f32;
+  // Which activations the model keeps for backward and which it recomputes (models/activation_checkpointing.h).
+  ActivationCheckpointing activation_checkpointing = ActivationCheckpointing::none;
   ZeroConfig zero;
   OffloadStrategy offload = OffloadStrategy::none;
   std::string nvme_path;  // the folder of the nvme strategy's files (one per rank, removed at the end)

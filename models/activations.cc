@@ -7,27 +7,43 @@
 namespace zb {
 
 Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocator, DType dtype, int64_t batch,
-                         int64_t seq)
+                         int64_t seq, ActivationCheckpointing checkpointing)
     : allocator_(allocator) {
   const int64_t n = batch * seq;
   const DType stats = stats_dtype(dtype);
   auto norm_outputs = [&] {
     return NormOutputs{make(Shape{n, c.d_model}, dtype), make(Shape{n}, stats), make(Shape{n}, stats)};
   };
+  // Which of a layer's tensors the mode recomputes (the softmax statistics go with the attention output: the
+  // attention's forward writes both).
+  struct Parts {
+    bool ln1 = false, qkv = false, attention = false, mid = false, ln2 = false, fc = false, activated = false;
+  };
+  const Parts recomputed = checkpointing == ActivationCheckpointing::full ? Parts{true, true, true, true, true, true, true}
+                           : checkpointing == ActivationCheckpointing::selective
+                               ? Parts{.ln1 = true, .attention = true, .mid = true, .ln2 = true, .activated = true}
+                               : Parts{};
+  // A layer's tensors: those in `mine` allocated for it, the others taken from `from`.
+  auto layer = [&](const Parts& mine, const LayerActivations& from) {
+    LayerActivations a = from;
+    if (mine.ln1) a.ln1 = norm_outputs();
+    if (mine.qkv) a.qkv = make(Shape{n, c.qkv_width()}, dtype);
+    if (mine.attention) {
+      a.attention = make(Shape{n, c.attention_width()}, dtype);
+      a.lse = make(Shape{batch, c.n_head, seq}, stats);
+    }
+    if (mine.mid) a.mid = make(Shape{n, c.d_model}, dtype);
+    if (mine.ln2) a.ln2 = norm_outputs();
+    if (mine.fc) a.fc = make(Shape{n, c.mlp_in_width()}, dtype);
+    if (mine.activated) a.activated = make(Shape{n, c.d_ff}, dtype);
+    return a;
+  };
+  const Parts kept{!recomputed.ln1,       !recomputed.qkv, !recomputed.attention, !recomputed.mid,
+                   !recomputed.ln2,       !recomputed.fc,  !recomputed.activated};
 
   for (int64_t l = 0; l <= c.n_layer; ++l) residual.push_back(make(Shape{n, c.d_model}, dtype));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    LayerActivations a;
-    a.ln1 = norm_outputs();
-    a.qkv = make(Shape{n, c.qkv_width()}, dtype);
-    a.attention = make(Shape{n, c.attention_width()}, dtype);
-    a.lse = make(Shape{batch, c.n_head, seq}, stats);
-    a.mid = make(Shape{n, c.d_model}, dtype);
-    a.ln2 = norm_outputs();
-    a.fc = make(Shape{n, c.mlp_in_width()}, dtype);
-    a.activated = make(Shape{n, c.d_ff}, dtype);
-    layers.push_back(a);
-  }
+  const LayerActivations shared = layer(recomputed, {});
+  for (int64_t l = 0; l < c.n_layer; ++l) layers.push_back(layer(kept, shared));
   ln_f = norm_outputs();
   logits = make(Shape{n, c.padded_vocab()}, dtype);
   losses = make(Shape{n}, stats);
@@ -42,9 +58,10 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   if (c.mlp != MlpKind::gelu) d_activated = make(Shape{n, c.d_ff}, dtype);
 }
 
-size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq) {
+size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq,
+                                  ActivationCheckpointing checkpointing) {
   TrackingAllocator counting(std::make_unique<CountingMemory>());
-  const Activations plan(config, counting, dtype, batch, seq);
+  const Activations plan(config, counting, dtype, batch, seq, checkpointing);
   return counting.usage(MemoryPool::activations).current;
 }
 

@@ -1,10 +1,14 @@
 // The activations one forward pass saves for its backward pass, and the backward pass's scratch buffers,
-// sized for one micro-batch. Everything is allocated once, in the allocator's activations pool.
+// sized for one micro-batch. Everything is allocated once, in the allocator's activations pool. With
+// activation checkpointing (see activation_checkpointing.h), the tensors a mode recomputes are views of one
+// set of buffers that every layer shares: layers[l] names them all the same, and they hold one layer's
+// values at a time.
 #pragma once
 
 #include <vector>
 
 #include "core/tracking_allocator.h"
+#include "models/activation_checkpointing.h"
 #include "models/transformer_config.h"
 
 namespace zb {
@@ -27,10 +31,12 @@ struct LayerActivations {
 
 class Activations {
  public:
-  Activations(const TransformerConfig& config, TrackingAllocator& allocator, DType dtype, int64_t batch, int64_t seq);
+  Activations(const TransformerConfig& config, TrackingAllocator& allocator, DType dtype, int64_t batch, int64_t seq,
+              ActivationCheckpointing checkpointing = ActivationCheckpointing::none);
   // The bytes these buffers take for one micro-batch, counted by building them against a memory that hands
   // out addresses and touches nothing: the prediction that reports set beside the measured pool.
-  static size_t planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq);
+  static size_t planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq,
+                              ActivationCheckpointing checkpointing = ActivationCheckpointing::none);
 
   std::vector<Tensor> residual;  // residual[l]: input of layer l; residual[n_layer]: output of the last layer
   std::vector<LayerActivations> layers;

@@ -21,14 +21,15 @@ Buffer upload(Backend& backend, TrackingAllocator& allocator, const std::vector<
 }  // namespace
 
 Transformer::Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype,
-                         int64_t batch, int64_t seq)
+                         int64_t batch, int64_t seq, ActivationCheckpointing checkpointing)
     : layout_(layout),
       config_(layout.config()),
       backend_(backend),
       batch_(batch),
       seq_(seq),
+      checkpointing_(checkpointing),
       attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim},
-      acts_(config_, allocator, dtype, batch, seq) {
+      acts_(config_, allocator, dtype, batch, seq, checkpointing) {
   ZB_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's maximum ", config_.max_seq_len);
   params_.blocks.resize(size_t(config_.n_layer));  // for bind_unit_*; bind_* replace them whole
   grads_.blocks.resize(size_t(config_.n_layer));
@@ -81,13 +82,7 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
-    b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
-    if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
-    b.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
-    b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
-    residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
-
-    mlp_input_forward(w, a);
+    block_forward_to_activation(l);
     b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
     const bool last = l + 1 == config_.n_layer;
     forward_needs(last ? final : layout_.block_unit(l + 1));
@@ -101,6 +96,33 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
   forward_done(final);
   if (tied) forward_done(embeddings);
+}
+
+void Transformer::block_forward_to_activation(int64_t l) {
+  Backend& b = backend_;
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
+  if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
+  b.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
+  b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+  mlp_input_forward(w, a);
+}
+
+// The first norm is recomputed unfused from the kept residual stream: the fused residual-and-norm kernel that
+// computed it normalises the sum as it stores it (rounded to the dtype), so the result is the same bits. The last
+// block's backward needs nothing recomputed: the shared buffers still hold its activations from the forward.
+void Transformer::recompute_block(int64_t l) {
+  if (checkpointing_ == ActivationCheckpointing::none || l + 1 == config_.n_layer) return;
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  norm_forward(acts_.residual[l], w.ln1_weight, w.ln1_bias, a.ln1);
+  if (checkpointing_ == ActivationCheckpointing::full) return block_forward_to_activation(l);
+  backend_.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
+  backend_.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+  activation_forward(a);
 }
 
 void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
@@ -122,6 +144,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
     const GradWrite write = backward_needs(layout_.block_unit(l));
+    recompute_block(l);
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
@@ -175,15 +198,21 @@ void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tenso
 }
 
 void Transformer::mlp_input_forward(const BlockTensors& w, LayerActivations& a) {
-  // GELU rides in the GEMM's epilogue where the backend has one; the others follow the GEMM.
-  if (config_.mlp == MlpKind::gelu) {
+  // GELU rides in the GEMM's epilogue where the backend has one, unless selective checkpointing recomputes the
+  // activation: an epilogue applies GELU to the product before rounding it, which GELU applied to the stored
+  // (rounded) input does not reproduce. The other activations follow the GEMM.
+  if (config_.mlp == MlpKind::gelu && checkpointing_ != ActivationCheckpointing::selective) {
     return backend_.matmul_gelu_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc, a.activated);
   }
   backend_.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
-  if (config_.mlp == MlpKind::relu) {
-    backend_.relu_forward(a.fc, a.activated);
-  } else {
-    backend_.swiglu_forward(a.fc, a.activated);
+  activation_forward(a);
+}
+
+void Transformer::activation_forward(LayerActivations& a) {
+  switch (config_.mlp) {
+    case MlpKind::gelu: return backend_.gelu_forward(a.fc, a.activated);
+    case MlpKind::relu: return backend_.relu_forward(a.fc, a.activated);
+    case MlpKind::swiglu: return backend_.swiglu_forward(a.fc, a.activated);
   }
 }
 

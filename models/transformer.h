@@ -14,9 +14,10 @@ namespace zb {
 
 class Transformer {
  public:
-  // Sized for micro-batches of batch x seq tokens in `dtype` on the backend's device.
+  // Sized for micro-batches of batch x seq tokens in `dtype` on the backend's device, keeping the activations
+  // `checkpointing` says (see activation_checkpointing.h).
   Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype, int64_t batch,
-              int64_t seq);
+              int64_t seq, ActivationCheckpointing checkpointing = ActivationCheckpointing::none);
   Transformer(const Transformer&) = delete;  // holds views into its own buffers and a backend reference
   Transformer& operator=(const Transformer&) = delete;
 
@@ -41,11 +42,18 @@ class Transformer {
 
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }
+  ActivationCheckpointing checkpointing() const { return checkpointing_; }
   const Activations& activations() const { return acts_; }
 
  private:
   void forward_to_logits(const Tensor& tokens);
   void backward_from_logit_gradients(const Tensor& tokens);
+  // Block l's forward from its first norm's output (in layers[l].ln1) to the MLP's activation: everything but
+  // the MLP's output projection and the residual add after it.
+  void block_forward_to_activation(int64_t l);
+  // Before block l's backward: what the checkpointing mode did not keep of block l's activations, computed
+  // again as the forward computed it.
+  void recompute_block(int64_t l);
   void norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, NormOutputs& out);
   // residual_out = a + branch, and out = norm(residual_out), in one fused op.
   void residual_norm_forward(const Tensor& a, const Tensor& branch, Tensor& residual_out, const Tensor& weight,
@@ -54,6 +62,8 @@ class Transformer {
                      Tensor& dweight, Tensor& dbias, GradWrite write);
   // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
   void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
+  // activated = act(fc).
+  void activation_forward(LayerActivations& a);
   // From d_residual through the MLP's output projection and its activation to d_fc; adds the projection's
   // weight and bias gradients to g (or writes them, as `write` says).
   void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g, GradWrite write);
@@ -72,6 +82,7 @@ class Transformer {
   const TransformerConfig config_;
   Backend& backend_;
   int64_t batch_, seq_;
+  ActivationCheckpointing checkpointing_;
   AttentionShape attention_shape_;
   Activations acts_;
   std::vector<Buffer> constants_;

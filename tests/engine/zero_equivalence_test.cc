@@ -9,6 +9,7 @@
 
 #include "comm/communicator_factory.h"
 #include "comm/mpi_world.h"
+#include "core/strings.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "models/model_registry.h"
@@ -220,6 +221,36 @@ TEST_P(OffloadEquivalence, NvmeMatchesNoOffload) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+                         test::zero_case_name);
+
+// Activation checkpointing recomputes what it did not keep with the same kernels on the same inputs: every
+// stage and offload strategy trains with it to the very bits it trains to without it (stage 3 and cpu_full
+// gather or upload each block's weights for its backward, which the recompute reads first).
+class CheckpointingEquivalence : public ::testing::TestWithParam<ZeroCase> {};
+
+TEST_P(CheckpointingEquivalence, EveryModeTrainsAsWithoutIt) {
+  const ZeroCase c = GetParam();
+  Communicator& comm = test::mpi_communicator();
+  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+    TrainingOptions plain = base_options(c.model, c.grad_accum);
+    plain.zero.stage = c.stage;
+    plain.zero.stage3_param_persistence_threshold = 0;
+    plain.zero.check_collectives = true;
+    plain.offload = strategy;
+    const Outcome reference = train(plain, &comm);
+    for (ActivationCheckpointing mode : {ActivationCheckpointing::full, ActivationCheckpointing::selective}) {
+      SCOPED_TRACE(cat(offload_strategy_name(strategy), ", ", activation_checkpointing_name(mode), " checkpointing"));
+      TrainingOptions checkpointed = plain;
+      checkpointed.activation_checkpointing = mode;
+      const Outcome outcome = train(checkpointed, &comm);
+      EXPECT_EQ(outcome.losses, reference.losses);
+      EXPECT_EQ(outcome.grad_norms, reference.grad_norms);
+      for (size_t u = 0; u < reference.params.size(); ++u) EXPECT_EQ(outcome.params[u], reference.params[u]) << u;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
                          test::zero_case_name);
 
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
