@@ -98,6 +98,7 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.seq_length = options.seq;
   r.grad_accum = options.grad_accum;
   r.dtype = std::string(dtype_name(options.dtype));
+  r.activation_checkpointing = std::string(activation_checkpointing_name(options.activation_checkpointing));
   return r;
 }
 
@@ -115,7 +116,9 @@ void fill_memory(BenchRecord& r, const TrainingOptions& options, const MeasuredM
   r.predicted_gradients_gb = predicted.gradients / kGB;
   r.predicted_optimizer_state_gb = predicted.optimizer_state / kGB;
   r.predicted_activations_gb =
-      double(Activations::planned_bytes(options.model, options.dtype, options.batch, options.seq)) / kGB;
+      double(Activations::planned_bytes(options.model, options.dtype, options.batch, options.seq,
+                                        options.activation_checkpointing)) /
+      kGB;
 }
 
 void fill_measurements(BenchRecord& r, const TrainingOptions& options, const TimedSteps& timed,

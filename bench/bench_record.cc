@@ -9,13 +9,16 @@
 
 namespace zb {
 
-std::string configuration_label(int stage, const std::string& strategy, bool names_strategy) {
-  if (strategy == "none" && !names_strategy) return "stage " + std::to_string(stage);
-  return strategy + " (stage " + std::to_string(stage) + ")";
+std::string configuration_label(int stage, const std::string& strategy, bool names_strategy,
+                                const std::string& checkpointing) {
+  std::string label = strategy == "none" && !names_strategy ? "stage " + std::to_string(stage)
+                                                            : strategy + " (stage " + std::to_string(stage) + ")";
+  if (checkpointing != "none") label += ", " + checkpointing + " ckpt";
+  return label;
 }
 
 std::string BenchRecord::label() const {
-  return configuration_label(stage, strategy, names_strategy);
+  return configuration_label(stage, strategy, names_strategy, activation_checkpointing);
 }
 
 double relative_step_spread(const std::optional<double>& step_time_stddev_ms, const std::optional<double>& mean_ms) {
@@ -41,6 +44,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["seq_length"] = r.seq_length;
   j["grad_accum"] = r.grad_accum;
   j["dtype"] = r.dtype;
+  j["activation_checkpointing"] = r.activation_checkpointing;
   j["repeat"] = r.repeat;
   number("avg_step_time_ms", r.avg_step_time_ms);
   number("p50_step_ms", r.p50_step_ms);

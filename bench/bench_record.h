@@ -39,6 +39,7 @@ struct BenchRecord {
   int world_size = 1;
   int64_t batch_size = 0, seq_length = 0, grad_accum = 1;
   std::string dtype;
+  std::string activation_checkpointing = "none";  // none, full or selective (models/activation_checkpointing.h)
   // The outcome: "ok", "oom", "error" or "interrupted"; error holds the message of the rank that failed.
   std::string status = "ok";
   std::string error;
@@ -81,8 +82,10 @@ struct BenchRecord {
   std::string label() const;  // how tables name it: see configuration_label
 };
 
-// "stage 2" without offload, "cpu_optimizer (stage 2)" with it (and "none (stage 2)" with names_strategy).
-std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false);
+// "stage 2" without offload, "cpu_optimizer (stage 2)" with it (and "none (stage 2)" with names_strategy); with
+// activation checkpointing, "stage 2, full ckpt" and "cpu_optimizer (stage 2), selective ckpt".
+std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false,
+                                const std::string& checkpointing = "none");
 
 // A run's noise: the standard deviation of its step times over their mean (0 where either is missing), as the
 // recommendation and the regression check compare runs.

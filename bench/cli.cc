@@ -50,6 +50,8 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("dtype", po::value(&v.dtype)->default_value(v.dtype, "bf16 on cuda, fp32 on cpu"),
      "bf16 (mixed precision: bf16 weights, activations and gradients, fp32 master weights and optimizer "
      "state) or fp32")
+    ("activation-checkpointing", po::value(&v.activation_checkpointing)->default_value(v.activation_checkpointing),
+     kActivationCheckpointingHelp)
     ("data", po::value(&v.data)->default_value(v.data, "synthetic"),
      "token files (a glob, quoted), read in sorted order; synthetic uniform tokens when absent")
     ("data-format", po::value(&v.data_format)->default_value(v.data_format),
@@ -205,6 +207,8 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
   o.dtype = resolve_dtype(f.dtype, run.device);
+  o.activation_checkpointing =
+      parse_flag("activation-checkpointing", [&] { return parse_activation_checkpointing(f.activation_checkpointing); });
   run.num_steps = f.num_steps;
   run.data_glob = f.data;
   run.data_format = parse_token_file_format(f.data_format);  // its message names --data-format

@@ -39,6 +39,7 @@ struct TrainingFlags {
   double offload_ratio = 1.0;
   AioConfig aio;
   bool speculative_update = true;
+  std::string activation_checkpointing = "none";
 };
 
 // The help of --model, shared by every program that takes one.
@@ -46,6 +47,13 @@ inline constexpr const char* kModelFlagHelp =
     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
     "or a Hugging Face config.json or a folder holding one";
+
+// The help of --activation-checkpointing, shared by every program.
+inline constexpr const char* kActivationCheckpointingHelp =
+    "which activations each transformer block keeps for its backward: none (all); full (only its input: its "
+    "backward first runs its forward again, about a third more compute); selective (its input, q/k/v and the "
+    "MLP's input projection: the norms, the attention with its output projection and the MLP's activation "
+    "are recomputed). Training gives the same result in every mode";
 
 // The help of --offload-ratio, shared by train and zero_bench.
 inline constexpr const char* kOffloadRatioHelp =

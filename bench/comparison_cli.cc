@@ -33,6 +33,9 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
      "optimizer steps before the timed ones (not timed)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum), "micro-batches per optimizer step")
     ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), "bf16 or fp32")
+    ("activation-checkpointing", po::value(&f.checkpointing)->multitoken()->default_value(f.checkpointing, "none"),
+     (std::string(kActivationCheckpointingHelp) + ". Several (e.g. none full) compare each with every " +
+      (zero ? "stage" : "strategy")).c_str())
     ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw, adam or sgd")
     ("lr", po::value(&t.lr)->default_value(t.lr, "3e-4"), "learning rate (constant)")
     ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
@@ -141,6 +144,7 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
     t.dtype = *ds.precision;
   }
   if (ds.gradient_clipping && !given(vm, "grad-clip")) t.grad_clip = *ds.gradient_clipping;
+  if (ds.activation_checkpointing && !given(vm, "activation-checkpointing")) f.checkpointing = {*ds.activation_checkpointing};
   if (ds.optimizer && !given(vm, "optimizer")) t.optimizer = *ds.optimizer;
   if (ds.lr && !given(vm, "lr")) t.lr = *ds.lr;
   if (ds.weight_decay && !given(vm, "weight-decay")) t.weight_decay = *ds.weight_decay;
@@ -225,6 +229,22 @@ std::vector<StrategySpec> strategies_of(const ComparisonFlags& f) {
   return out;
 }
 
+// --activation-checkpointing's modes, each named once.
+std::vector<ActivationCheckpointing> checkpointing_modes(const std::vector<std::string>& names) {
+  if (names.empty()) throw UsageError("--activation-checkpointing: name at least one mode (none, full, selective)");
+  std::vector<ActivationCheckpointing> modes;
+  for (const std::string& name : names) {
+    try {
+      modes.push_back(parse_activation_checkpointing(name));
+    } catch (const UsageError& e) {
+      throw UsageError(cat("--activation-checkpointing: ", e.what()));
+    }
+    if (std::count(modes.begin(), modes.end(), modes.back()) > 1)
+      throw UsageError(cat("--activation-checkpointing: ", name, " is named twice"));
+  }
+  return modes;
+}
+
 }  // namespace
 
 ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, ComparisonKind kind, int world) {
@@ -304,6 +324,7 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
     throw UsageError("--strategies: nvme needs --nvme-path FOLDER (a folder on the NVMe drive to hold its files)");
   }
   if (kind == ComparisonKind::offload_strategies) t.offload = wants_nvme ? "nvme" : "none";  // checks the path
+  const std::vector<ActivationCheckpointing> modes = checkpointing_modes(f.checkpointing);
   const TrainingRun run = validate_training_flags(t);
   require_writable_folder(f.output_dir, "output-dir");
 
@@ -314,12 +335,15 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
       runs.push_back({f.stage >= 0 ? f.stage : spec.strategy == OffloadStrategy::cpu_full ? 3 : 2, spec});
     }
   }
-  for (const auto& [stage, offload] : runs) {
-    TrainingOptions options = run.options;
-    options.zero.stage = stage;
-    options.offload = offload.strategy;
-    options.offload_ratio = offload.ratio;
-    plan.configurations.push_back(options);
+  for (const ActivationCheckpointing mode : modes) {
+    for (const auto& [stage, offload] : runs) {
+      TrainingOptions options = run.options;
+      options.zero.stage = stage;
+      options.offload = offload.strategy;
+      options.offload_ratio = offload.ratio;
+      options.activation_checkpointing = mode;
+      plan.configurations.push_back(options);
+    }
   }
 
   BenchSettings& s = plan.settings;

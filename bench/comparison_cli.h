@@ -32,6 +32,7 @@ struct ComparisonFlags {
   std::vector<std::string> strategies;  // offload_bench
   std::string config_strategy;          // offload_bench: a partial optimizer offload from --config (NAME:RATIO)
   int stage = -1;                       // offload_bench (-1: by strategy)
+  std::vector<std::string> checkpointing{"none"};  // activation checkpointing modes, each with every stage or strategy
 };
 
 void add_comparison_flags(boost::program_options::options_description& options, ComparisonFlags& flags,

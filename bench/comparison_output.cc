@@ -69,6 +69,8 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   ds.optimizer = std::string(optimizer_kind_name(o.optimizer.kind));
   ds.lr = as_decimal(o.optimizer.lr);
   ds.weight_decay = as_decimal(o.optimizer.weight_decay);
+  if (o.activation_checkpointing != ActivationCheckpointing::none)
+    ds.activation_checkpointing = std::string(activation_checkpointing_name(o.activation_checkpointing));
   return ds;
 }
 
@@ -122,6 +124,10 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
     return cat("DeepSpeed offloads a part of the optimizer state in stage 3 only (\"Partial offloading only supported "
                "for ZeRO Stage 3\"): the config offloads all of it, where this run kept ",
                int(std::lround(100 * (1 - o.offload_ratio))), "% on the GPU; stage 3 takes the ratio");
+  }
+  if (o.activation_checkpointing == ActivationCheckpointing::selective) {
+    return "a DeepSpeed config cannot ask for selective recomputation: its activation_checkpointing section, "
+           "which the model's code uses, checkpoints whole blocks (more recompute, less memory)";
   }
   return "";
 }

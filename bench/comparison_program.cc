@@ -109,7 +109,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
     RunProgress progress{
         i + 1, count, 0, 0,
         configuration_label(options.zero.stage, offload_spec_name(options.offload, options.offload_ratio),
-                            names_strategy)};
+                            names_strategy, std::string(activation_checkpointing_name(options.activation_checkpointing)))};
     BenchRecord record = runner.run(
         options, progress, [] { return interrupt_requested != 0; },
         [&](const RunProgress& p) { progress_line.show(p, i * steps_each + p.step, count * steps_each); });

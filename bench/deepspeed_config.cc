@@ -245,6 +245,20 @@ void read_optimizer(const Reader& r, const json& root, DeepSpeedConfig& c) {
   c.weight_decay = r.number(*params, "weight_decay", "optimizer.params.weight_decay", true);
 }
 
+void read_activation_checkpointing(const Reader& r, const json& root, DeepSpeedConfig& c) {
+  const json* section = r.section(root, "activation_checkpointing", "activation_checkpointing");
+  if (!section) return;
+  // Checked for their type; without model parallelism none of them changes what is kept.
+  for (const char* key :
+       {"partition_activations", "contiguous_memory_optimization", "synchronize_checkpoint_boundary", "profile"})
+    r.boolean(*section, key, cat("activation_checkpointing.", key));
+  if (r.boolean(*section, "cpu_checkpointing", "activation_checkpointing.cpu_checkpointing").value_or(false)) {
+    r.fail("activation_checkpointing.cpu_checkpointing",
+           "keeping the checkpoints in host memory is not supported; set it to false (the checkpoints stay on the GPU)");
+  }
+  c.activation_checkpointing = "full";
+}
+
 void read_aio(const Reader& r, const json& root, DeepSpeedConfig& c) {
   const json* aio = r.section(root, "aio", "aio");
   if (!aio) return;
@@ -305,6 +319,7 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& json, const std::st
   read_zero(r, json, c);
   read_optimizer(r, json, c);
   read_aio(r, json, c);
+  read_activation_checkpointing(r, json, c);
   return c;
 }
 
@@ -456,6 +471,16 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
   if (c.aio_single_submit) aio["single_submit"] = *c.aio_single_submit;
   if (c.aio_overlap_events) aio["overlap_events"] = *c.aio_overlap_events;
   if (!aio.empty()) out["aio"] = aio;
+
+  if (c.activation_checkpointing && *c.activation_checkpointing != "none") {
+    const std::string& mode = *c.activation_checkpointing;
+    require(mode == "full" || mode == "selective",
+            cat("activation_checkpointing must be none, full or selective, got \"", mode, "\""));
+    out["activation_checkpointing"] = {{"partition_activations", false},
+                                       {"cpu_checkpointing", false},
+                                       {"contiguous_memory_optimization", false},
+                                       {"synchronize_checkpoint_boundary", false}};
+  }
   return out;
 }
 

@@ -42,13 +42,19 @@ struct DeepSpeedConfig {
   // optimizer.params.adam_w_mode is false, so it reads as "adamw" then.
   std::optional<std::string> optimizer;
   std::optional<double> lr, weight_decay;  // optimizer.params: read only with optimizer.type, as DeepSpeed does
+  // "full" where the config has an activation_checkpointing section (DeepSpeed's checkpointing of whole
+  // blocks, which the model code calls), unset otherwise. Written back for "full" and "selective" alike: a
+  // DeepSpeed config cannot ask for selective recomputation (a model's own code chooses what it recomputes),
+  // and checkpointing whole blocks is the nearest that keeps the memory within what the run used.
+  std::optional<std::string> activation_checkpointing;
 
   friend bool operator==(const DeepSpeedConfig&, const DeepSpeedConfig&) = default;
 };
 
 // Reads `json`, a whole DeepSpeed config. Keys outside the settings above are ignored (configs carry many).
 // Throws UsageError, its message starting with `source` (e.g. "--config ds.json") and naming the key, for a
-// wrong type or value, for fp16 and bf16 both enabled, for an offload its stage cannot have (optimizer offload
+// wrong type or value, for fp16 and bf16 both enabled, for activation_checkpointing.cpu_checkpointing (the
+// checkpoints in host memory; not supported), for an offload its stage cannot have (optimizer offload
 // below stage 1, parameter offload below stage 3), and for "nvme" without nvme_path. (The batch sizes agree or
 // not according to the GPU count: deepspeed_batch.)
 DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& json, const std::string& source);

@@ -1,5 +1,6 @@
 // Regression mode, for GPU CI runners: this run's records against a saved results file. A configuration
-// (same stage, strategy, model, world size, batch, sequence length, accumulation and dtype) regresses when
+// (same stage, strategy, model, world size, batch, sequence length, accumulation, dtype and activation
+// checkpointing) regresses when
 // its throughput fell by more than both the allowed percentage and the noise of the two runs (the larger
 // relative standard deviation of their step times), or its GPU peak memory (counted, not timed) rose by more
 // than the allowed percentage; one that succeeded in the baseline and fails now regresses too.
@@ -14,9 +15,11 @@
 
 namespace zb {
 
-// The identity of a configuration across runs: "model stage S strategy world W batch B seq T accum A dtype".
+// The identity of a configuration across runs: "model stage S strategy world W batch B seq T accum A dtype",
+// and " ckpt MODE" with activation checkpointing (a record without the field, from before it existed, ran none).
 std::string configuration_key(const std::string& model, int stage, const std::string& strategy, int world,
-                              int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype);
+                              int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype,
+                              const std::string& checkpointing = "none");
 std::string configuration_key(const TrainingOptions& options, int world);
 
 // A baseline file, read and checked: a non-empty JSON array of records, each holding the fields that identify

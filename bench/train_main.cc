@@ -91,6 +91,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   print(zb::cat("model ", zb::describe(o.model)));
   print(zb::cat("device ", run.device.to_string(), " (", device_name, ") | ", zb::dtype_name(o.dtype), " | batch ",
                 o.batch, " x seq ", o.seq, " x grad-accum ", o.grad_accum, " per rank | ",
+                o.activation_checkpointing == zb::ActivationCheckpointing::none
+                    ? std::string()
+                    : zb::cat(zb::activation_checkpointing_name(o.activation_checkpointing),
+                              " activation checkpointing | "),
                 zb::optimizer_kind_name(o.optimizer.kind), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
   if (run.device.is_cuda()) print(zb::cat("backend options: ", zb::program_backend_options().summary()));

@@ -10,6 +10,8 @@
 #   of the N ratios (each ours over the PyTorch run of its own round) with their range: a GPU's clock and a
 #   host's speed drift by a percent or two between runs, which one pair of runs cannot tell from a difference.
 #   REFERENCE (default scripts/reference/torch_reference.py) is the PyTorch trainer.
+#   CHECKPOINTING=full or selective runs ours with that --activation-checkpointing and PyTorch with its own
+#   checkpointing of every block (torch.utils.checkpoint); default none.
 # Needs a Release build in build-gpu/ (scripts/gpu_check.sh makes one). Reads the runs' records (train --json and
 # the reference's JSON line); prints a table last.
 set -uo pipefail
@@ -20,6 +22,10 @@ reference=${REFERENCE:-scripts/reference/torch_reference.py}
 shift
 cases=("$@"); ((${#cases[@]})) || cases=(gpt2:16 gpt2-xl:8)
 rounds=${ROUNDS:-1}
+checkpointing=${CHECKPOINTING:-none}
+[[ $checkpointing =~ ^(none|full|selective)$ ]] \
+  || { echo "CHECKPOINTING must be none, full or selective, not '$checkpointing'" >&2; exit 2; }
+reference_checkpoint=1; [[ $checkpointing == none ]] && reference_checkpoint=0
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a whole number of at least 1, not '$rounds'" >&2; exit 2; }
 mkdir -p "$out"
 table=()
@@ -49,7 +55,8 @@ for c in "${cases[@]}"; do
       name="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}$suffix"
       rm -f "$name.json"  # (a record of an earlier call would be refused, not overwritten)
       if env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
-           --num-steps 30 --warmup-steps 10 --json "$name.json" > "$name.log" 2>&1; then
+           --num-steps 30 --warmup-steps 10 --activation-checkpointing "$checkpointing" --json "$name.json" \
+           > "$name.log" 2>&1; then
         this_round[$variant]=$(json_field "$name.json" throughput_tokens_per_sec)
         echo "[$model B$batch T$seq, $variant${suffix:+, round $round}]"
         python3 scripts/summarise_results.py "$name.json"
@@ -62,6 +69,7 @@ for c in "${cases[@]}"; do
     done
     json="$out/torch_${model}_b${batch}_t${seq}$suffix.json"
     PYTHONUNBUFFERED=1 python3 "$reference" --model "$model" -B "$batch" -T "$seq" --steps 30 --warmup 10 \
+      --checkpoint "$reference_checkpoint" \
       > "$json" 2> "$out/torch_${model}_t${seq}$suffix.err"
     theirs=$(json_field "$json" tok_s)
     theirs_all+=("${theirs:-n/a}")

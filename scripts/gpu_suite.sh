@@ -16,6 +16,9 @@
 #   scaling   zero_bench stages 1-3 on 1, 2, 4, ... GPUs for each of SCALING_CASES (default "gpt2-xl:8 llama-2-7b:2")
 #   efficiency  ROUNDS (default 2) alternating rounds of one GPU's best (stages 0 and 1) and GPUS GPUs' stages 1
 #             and 2, for each of SCALING_CASES: the scaling efficiency against one GPU's best on the same host
+#   checkpointing  zero_bench with --activation-checkpointing none full selective: one GPU, stage 0, gpt2-xl at seq
+#             1024 and each of CKPT_BATCHES (default "8 24 32 48": where none runs out of memory and full still fits);
+#             then GPUS GPUs, stage 3, Llama-2-7b at seq 2048, batch CKPT_LLAMA_BATCH (default 2)
 # GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -135,6 +138,20 @@ run_efficiency() {
   done
 }
 
+run_checkpointing() {
+  local modes=(--activation-checkpointing none full selective)
+  for batch in ${CKPT_BATCHES:-8 24 32 48}; do
+    local dir="$out/checkpointing_gpt2-xl_b${batch}_np1"
+    launch "${mpi[@]}" -np 1 build-gpu/bin/zero_bench --model gpt2-xl --batch-size "$batch" --seq-length 1024 \
+      --stages 0 "${modes[@]}" --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" > "$dir.log" 2>&1 \
+      || tail -5 "$dir.log"
+  done
+  local batch=${CKPT_LLAMA_BATCH:-2} dir="$out/checkpointing_llama-2-7b_b${CKPT_LLAMA_BATCH:-2}_t2048_np$gpus"
+  launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model meta-llama/Llama-2-7b-hf --batch-size "$batch" \
+    --seq-length 2048 --stages 3 "${modes[@]}" --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" \
+    > "$dir.log" 2>&1 || tail -5 "$dir.log"
+}
+
 for part in "$@"; do
   case $part in
     build) run_build ;;
@@ -144,7 +161,11 @@ for part in "$@"; do
     offload) run_offload ;;
     scaling) run_scaling ;;
     efficiency) run_efficiency ;;
-    *) echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling, efficiency)" >&2; exit 2 ;;
+    checkpointing) run_checkpointing ;;
+    *)
+      echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling, efficiency, checkpointing)" >&2
+      exit 2
+      ;;
   esac
 done
 echo "---"

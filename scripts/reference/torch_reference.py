@@ -1,12 +1,17 @@
 """PyTorch reference trainer, used as a side-by-side performance anchor.
 
 GPT-2 (learned positions, pre-LN, GELU-tanh, tied embeddings) or Llama (RMSNorm, RoPE, SwiGLU,
-grouped-query attention), bf16 autocast, flash SDPA, fused AdamW, optional torch.compile.
+grouped-query attention), bf16 autocast, flash SDPA, fused AdamW, optional torch.compile, optional
+activation checkpointing of every block (torch.utils.checkpoint, non-reentrant: --checkpoint 1).
 Prints one JSON line: tokens/s (median over timed steps), step ms, peak GiB.
 Run with torchrun for DDP / FSDP2 (--mode ddp|fsdp).
 """
 import argparse, json, math, os, time
 import torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+def run_block(model, block, *args):  # each block's activations recomputed in backward when model.ckpt is set
+    return checkpoint(block, *args, use_reentrant=False) if model.ckpt else block(*args)
 
 CONFIGS = {  # layers, heads, width
     "gpt2": (12, 12, 768), "gpt2-medium": (24, 16, 1024),
@@ -63,7 +68,7 @@ class Llama(nn.Module):
         x = s.emb(idx)
         T = idx.shape[1]
         for b in s.blocks:
-            x = b(x, s.cos[:T], s.sin[:T])
+            x = run_block(s, b, x, s.cos[:T], s.sin[:T])
         logits = s.head(s.norm(x))
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
 
@@ -96,7 +101,7 @@ class GPT(nn.Module):
     def forward(s, idx, tgt):
         x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in s.blocks:
-            x = b(x)
+            x = run_block(s, b, x)
         logits = s.head(s.lnf(x))
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
 
@@ -107,6 +112,7 @@ def main():
     p.add_argument("--warmup", type=int, default=10); p.add_argument("--compile", type=int, default=1)
     p.add_argument("--mode", default="single", choices=["single", "ddp", "fsdp"])
     p.add_argument("--offload", type=int, default=0, help="FSDP2 CPUOffloadPolicy (params, grads, optimizer on CPU)")
+    p.add_argument("--checkpoint", type=int, default=0, help="recompute every block's activations in backward")
     a = p.parse_args()
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -120,6 +126,7 @@ def main():
     else:
         (L, H, D), V = CONFIGS[a.model], 50257
         model = GPT(L, H, D).cuda()
+    model.ckpt = bool(a.checkpoint)
     nparams = sum(p.numel() for p in model.parameters())
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
@@ -150,7 +157,8 @@ def main():
     flops = 6 * nparams * a.B * a.T * world + 12 * L * D * a.T * a.B * a.T * world
     if rank == 0:
         print(json.dumps({"anchor": "pytorch", "mode": a.mode, "model": a.model, "params": nparams,
-              "B": a.B, "T": a.T, "world": world, "compile": a.compile, "offload": a.offload, "step_ms": round(ms, 2),
+              "B": a.B, "T": a.T, "world": world, "compile": a.compile, "offload": a.offload,
+              "checkpoint": a.checkpoint, "step_ms": round(ms, 2),
               "tok_s": round(tok), "tflops_per_gpu": round(flops / (ms / 1e3) / world / 1e12, 1),
               "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2), "loss": round(loss.item(), 3)}))
     if a.mode != "single":

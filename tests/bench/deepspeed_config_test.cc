@@ -57,6 +57,7 @@ void expect_same(const DeepSpeedConfig& a, const DeepSpeedConfig& b) {
   EXPECT_EQ(a.optimizer, b.optimizer);
   EXPECT_EQ(a.lr, b.lr);
   EXPECT_EQ(a.weight_decay, b.weight_decay);
+  EXPECT_EQ(a.activation_checkpointing, b.activation_checkpointing);
   EXPECT_TRUE(a == b);
 }
 
@@ -194,6 +195,7 @@ TEST(DeepSpeedConfigRead, AutoValuesAreUnsetAndUnknownKeysIgnored) {
   EXPECT_EQ(c.stage3_param_persistence_threshold, std::nullopt);
   EXPECT_EQ(c.lr, std::nullopt);
   EXPECT_EQ(c.weight_decay, std::nullopt);
+  EXPECT_EQ(c.activation_checkpointing, "full") << "the section asks the model to checkpoint its blocks";
 
   expect_same(parse("{}"), DeepSpeedConfig{});
 }
@@ -305,7 +307,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "gradient_clipping: must be a non-negative number"},
         BadInput{"AioQueueDepthZero", R"({"aio": {"queue_depth": 0}})",
                  "aio.queue_depth: must be a positive integer, got 0"},
-        BadInput{"NotAnObject", R"([1, 2])", "must be a JSON object"}),
+        BadInput{"NotAnObject", R"([1, 2])", "must be a JSON object"},
+        BadInput{"CheckpointsOnTheCpu", R"({"activation_checkpointing": {"cpu_checkpointing": true}})",
+                 "activation_checkpointing.cpu_checkpointing: keeping the checkpoints in host memory is not supported"},
+        BadInput{"CheckpointingFlagNotABoolean", R"({"activation_checkpointing": {"partition_activations": 1}})",
+                 "activation_checkpointing.partition_activations: must be true or false"}),
     [](const testing::TestParamInfo<BadInput>& param_info) { return param_info.param.name; });
 
 // ---- Files ----
@@ -403,6 +409,10 @@ TEST(DeepSpeedConfigWrite, RoundTripKeepsEverySetting) {
   sgd.lr = 0.1;
   expect_same(parse_deepspeed_config(deepspeed_config_json(sgd), kSource), sgd);
 
+  DeepSpeedConfig checkpointed = sgd;
+  checkpointed.activation_checkpointing = "full";
+  expect_same(parse_deepspeed_config(deepspeed_config_json(checkpointed), kSource), checkpointed);
+
   DeepSpeedConfig global_batch_only;
   global_batch_only.train_batch = 512;
   global_batch_only.grad_accum = 2;
@@ -421,6 +431,16 @@ TEST(DeepSpeedConfigWrite, OnlyKeysDeepSpeedKnows) {
   EXPECT_EQ(out.at("aio").at("intra_op_parallelism"), 4);
   EXPECT_EQ(out.at("aio").at("thread_count"), 4);
   EXPECT_EQ(out.at("optimizer").at("type"), "AdamW");
+
+  DeepSpeedConfig checkpointed = full_stage3();
+  for (const char* mode : {"full", "selective"}) {
+    checkpointed.activation_checkpointing = mode;
+    const json section = deepspeed_config_json(checkpointed).at("activation_checkpointing");
+    expect_keys_within(section, test::kActivationCheckpointingKeys, "activation_checkpointing");
+    EXPECT_EQ(section.at("cpu_checkpointing"), false) << mode;
+  }
+  checkpointed.activation_checkpointing = "none";
+  EXPECT_FALSE(deepspeed_config_json(checkpointed).contains("activation_checkpointing"));
 }
 
 TEST(DeepSpeedConfigWrite, IntegersWhereDeepSpeedWantsThem) {

@@ -157,6 +157,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--lr 0", "--lr: must be a non-zero number"}, BadInput{"--grad-clip -1", "--grad-clip"},
         BadInput{"--data '/nonexistent/shard_*.bin'", "--data: no file matches"},
         BadInput{"--data-format npy", "--data-format: unknown format 'npy' (accepted: llmc, raw)"},
+        BadInput{"--activation-checkpointing partial",
+                 "--activation-checkpointing: unknown activation checkpointing 'partial' (accepted: none, full, "
+                 "selective)"},
         BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"},
         BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 1.5",
                  "--offload-ratio: must be a fraction in (0, 1], got 1.5"},

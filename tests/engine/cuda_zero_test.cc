@@ -32,13 +32,10 @@ struct Outcome {
 
 // Training on this rank's GPU: distributed, data-parallel over the job; otherwise this GPU alone. Bit-for-bit
 // comparisons take our attention kernels, whose backward has no atomics.
-Outcome train(const TrainingOptions& options, int steps, bool distributed,
-              AttentionKernels attention = BackendOptions::from_environment().attention) {
+Outcome train(const TrainingOptions& options, int steps, bool distributed, const BackendOptions& backend_options) {
   MpiWorld& world = test::mpi_world();
   const Device device = Device::cuda(world.local_rank());
   TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
-  BackendOptions backend_options = BackendOptions::from_environment();
-  backend_options.attention = attention;
   CudaBackend backend(device.index, allocator, backend_options);
   std::unique_ptr<Communicator> comm;
   if (distributed) comm = make_communicator(world, device, backend.native_stream());
@@ -54,6 +51,13 @@ Outcome train(const TrainingOptions& options, int steps, bool distributed,
   run.params = trainer.gather_parameters();
   run.speculation = trainer.speculation_counts();
   return run;
+}
+
+Outcome train(const TrainingOptions& options, int steps, bool distributed,
+              AttentionKernels attention = BackendOptions::from_environment().attention) {
+  BackendOptions backend_options = BackendOptions::from_environment();
+  backend_options.attention = attention;
+  return train(options, steps, distributed, backend_options);
 }
 
 bool every_rank_has_a_gpu() {
@@ -194,6 +198,40 @@ TEST(CudaOffloadTiming, StrategiesSharingTheHostUpdateTrainBitIdentically) {
     EXPECT_EQ(ours.losses, reference.losses);
     EXPECT_EQ(ours.norms, reference.norms);
     for (size_t u = 0; u < ours.params.size(); ++u) EXPECT_EQ(ours.params[u], reference.params[u]) << "unit " << u;
+  }
+}
+
+// Activation checkpointing on GPUs: every stage (and cpu_full in stage 3, whose recompute reads weights uploaded
+// again for the block's backward) trains with full and selective checkpointing to the bits it trains to
+// without. Bit for bit needs our attention (no atomics) and GELU after its GEMM rather than in the epilogue:
+// selective applies GELU to the stored product, which the epilogue's GELU (before rounding) does not reproduce.
+TEST(CudaCheckpointing, EveryModeTrainsAsWithoutIt) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  BackendOptions deterministic = BackendOptions::from_environment();
+  deterministic.attention = AttentionKernels::own;
+  deterministic.gemm_epilogues = GemmEpilogues::kernels;
+  for (const auto& [model, seq] : {std::pair{"gpt2", 256}, std::pair{"llama-tiny", 64}}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      std::vector<OffloadStrategy> strategies{OffloadStrategy::none};
+      if (stage == 3) strategies.push_back(OffloadStrategy::cpu_full);
+      for (OffloadStrategy strategy : strategies) {
+        TrainingOptions plain = bf16_options(model, 2, seq);
+        plain.zero.stage = stage;
+        plain.offload = strategy;
+        constexpr int kSteps = 4;
+        const Outcome reference = train(plain, kSteps, true, deterministic);
+        for (ActivationCheckpointing mode : {ActivationCheckpointing::full, ActivationCheckpointing::selective}) {
+          SCOPED_TRACE(cat(model, " stage ", stage, " ", offload_strategy_name(strategy), ", ",
+                           activation_checkpointing_name(mode), " checkpointing"));
+          TrainingOptions checkpointed = plain;
+          checkpointed.activation_checkpointing = mode;
+          const Outcome ours = train(checkpointed, kSteps, true, deterministic);
+          EXPECT_EQ(ours.losses, reference.losses);
+          EXPECT_EQ(ours.norms, reference.norms);
+          for (size_t u = 0; u < ours.params.size(); ++u) EXPECT_EQ(ours.params[u], reference.params[u]) << u;
+        }
+      }
+    }
   }
 }
 

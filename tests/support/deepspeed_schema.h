@@ -60,7 +60,12 @@ inline const std::set<std::string> kTopLevelKeys = {"train_batch_size",
                                              "optimizer",
                                              "zero_optimization",
                                              "zero_allow_untested_optimizer",
-                                             "aio"};
+                                             "aio",
+                                             "activation_checkpointing"};
+// DeepSpeed's activation_checkpointing section (deepspeed/runtime/activation_checkpointing/config.py).
+inline const std::set<std::string> kActivationCheckpointingKeys = {
+    "partition_activations",           "contiguous_memory_optimization", "cpu_checkpointing", "number_checkpoints",
+    "synchronize_checkpoint_boundary", "profile"};
 
 inline void expect_keys_within(const json& object, const std::set<std::string>& known, const std::string& where) {
   ASSERT_TRUE(object.is_object()) << where << ": " << object.dump();
