@@ -137,6 +137,10 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
       uploads_(data, backend, staging_, options.batch * options.seq),
       pass_replay_(backend) {
   validate(options.zero);
+  if (options.loss_scaling.enabled) {
+    validate(options.loss_scaling);
+    scaler_.emplace(options.loss_scaling);
+  }
   store_.initialize(backend, options.seed);
   if (options.offload != OffloadStrategy::none) {
     HostStateStorage storage;
@@ -176,26 +180,34 @@ StepStats Trainer::step() {
   const int world = comm_->size();
 
   OptimizerParams params = options_.optimizer;
-  params.step = step_ + 1;
-  // What the update will be if clipping leaves the gradients as they are: the host may start on it.
+  params.step = applied_steps_ + 1;
+  const float scale = loss_scale();
+  // What the update will be if clipping leaves the gradients as they are (only the loss scale to undo): the
+  // host may start on it.
+  params.grad_scale = clip_factor(0, 0, 0, scale);
   if (speculative_units_ > 0) host_optimizer_->speculate(params);
   // Per micro-batch, marks before its forward, after its loss and after its backward (PassReplay::run).
   std::vector<PassReplay::Marks> passes;
   // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
   // gradient of the mean over every token of the step.
-  const float loss_scale = 1.0f / float(options_.grad_accum * world);
+  const float gradient_scale = scale / float(options_.grad_accum * world);
+  const bool inject_overflow = step_ + 1 == options_.inject_overflow_step && comm_->rank() == options_.inject_overflow_rank;
   backend_.fill_zero(device_.loss);
+  int64_t micro = 0;
   const auto forward_and_loss = [&] {
-    model_.queue_forward_and_loss(inputs, targets, loss_scale);
+    model_.queue_forward_and_loss(inputs, targets, inject_overflow && micro == 0 ? INFINITY : gradient_scale);
     backend_.accumulate_sum(model_.losses(), 1.0 / double(ids.numel() * options_.grad_accum), device_.loss);
   };
   const auto backward = [&] { model_.queue_backward(inputs); };
   const PassReplay::Segments pass{forward_and_loss, backward};
-  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
+  for (micro = 0; micro < options_.grad_accum; ++micro) {
     uploads_.upload(inputs, targets);  // into the same buffers each time
     schedule_.begin_micro_batch(micro, options_.grad_accum);
-    // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them.
-    passes.push_back(pass_replay_.run(micro == 0 ? 0 : 1, pass));
+    // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them; and the loss
+    // scale is part of the recorded work.
+    const float pass_scale = inject_overflow && micro == 0 ? INFINITY : gradient_scale;
+    const int scale_index = recording_of_scale_.try_emplace(pass_scale, int(recording_of_scale_.size())).first->second;
+    passes.push_back(pass_replay_.run((micro == 0 ? 0 : 1) + 2 * scale_index, pass));
     schedule_.end_micro_batch();
   }
   schedule_.finish_gradients();
@@ -204,23 +216,25 @@ StepStats Trainer::step() {
   if (checked_comm_) checked_comm_->end_step(step_ + 1);
 
   const auto optimizer_start = backend_.record_event();
-  double loss = 0, norm = 0;
+  double loss = 0, sum_of_squares = 0;
   EventSpan update_span;  // when queued aside
   if (host_optimizer_) {
     // The host updates the weights, so it needs the loss and the norm now.
     backend_.copy(device_.loss, host_.loss);
-    loss = checked_loss();
-    norm = checked_norm(schedule_.gradient_sum_of_squares());
-    params.grad_scale = clip_factor(norm * norm, loss, options_.grad_clip);
+    loss = mean_loss();
+    sum_of_squares = schedule_.gradient_sum_of_squares();
+    params.grad_scale = clip_factor(sum_of_squares, loss, options_.grad_clip, scale);
+    params.skip = scaler_ && !std::isfinite(params.grad_scale);
+    if (!params.skip) check_finite(loss, std::sqrt(sum_of_squares));
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
     // Units whose state stayed on the device (an offload ratio below 1) update there meanwhile.
     for (size_t u = 0; u < store_.unit_count(); ++u)
-      if (!store_.optimizer_on_host(u)) update_on_device(u, params);
+      if (!store_.optimizer_on_host(u) && !params.skip) update_on_device(u, params);
   } else {
     // Clipped by a factor the device computes (the update skips itself when it is not finite); the loss and
     // the norm come to the host with the end of the step.
     schedule_.gradient_sum_of_squares_into(device_.sum_of_squares);
-    backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, device_.clip_factor);
+    backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, scale, device_.clip_factor);
     params.grad_factor = device_.clip_factor.as<float>();
     // Beside the next step's forward where it can be, which waits for each unit's update just before the unit:
     // the update is memory-bound and the forward mostly not.
@@ -233,11 +247,19 @@ StepStats Trainer::step() {
   uploads_.prefetch();  // the next step's first batch, drawn while the device works
   backend_.synchronize();
   if (!host_optimizer_) {
-    loss = checked_loss();
-    norm = checked_norm(*host_.sum_of_squares.as<double>());
+    loss = mean_loss();
+    sum_of_squares = *host_.sum_of_squares.as<double>();
   }
+  // (Every rank has the same loss and sum of squares, so all of them skip, or stop, together.)
+  const double norm = std::sqrt(sum_of_squares) / scale;
+  const bool overflow = scaler_ && !std::isfinite(clip_factor(sum_of_squares, loss, options_.grad_clip, scale));
+  if (!overflow) check_finite(loss, norm);
+  if (scaler_) scaler_->update(overflow);
   ++step_;
+  if (!overflow) ++applied_steps_;
   StepStats stats{step_, loss, norm, 0, options_.grad_accum * options_.batch * options_.seq * world, 0, 0, 0, {}, {}};
+  stats.loss_scale = scale;
+  stats.skipped = overflow;
   for (const PassReplay::Marks& marks : passes) {
     stats.forward_ms += backend_.elapsed_ms(*marks[0], *marks[1]);
     stats.backward_ms += backend_.elapsed_ms(*marks[1], *marks[2]);
@@ -275,17 +297,14 @@ void Trainer::update_on_device(size_t u, const OptimizerParams& params) {
   backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
 }
 
-// Every rank sees the same loss and norm, so all of them stop together on a non-finite one.
-double Trainer::checked_loss() {
-  const double loss = comm_->sum_over_ranks(*host_.loss.as<double>()) / comm_->size();
-  if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
-  return loss;
+double Trainer::mean_loss() {
+  return comm_->sum_over_ranks(*host_.loss.as<double>()) / comm_->size();
 }
 
-double Trainer::checked_norm(double sum_of_squares) const {
-  const double norm = std::sqrt(sum_of_squares);
+// Every rank sees the same loss and norm, so all of them stop together on a non-finite one.
+void Trainer::check_finite(double loss, double norm) const {
+  if (!std::isfinite(loss)) throw Error(cat("the loss is ", loss, " at step ", step_ + 1));
   if (!std::isfinite(norm)) throw Error(cat("the gradient norm is ", norm, " at step ", step_ + 1));
-  return norm;
 }
 
 std::vector<std::vector<float>> Trainer::gather_parameters() {

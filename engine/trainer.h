@@ -5,13 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/checked_communicator.h"
 #include "comm/communicator.h"
 #include "core/tracking_allocator.h"
 #include "engine/host_optimizer.h"
+#include "engine/loss_scaler.h"
 #include "engine/offload_strategy.h"
 #include "engine/parameter_store.h"
 #include "engine/pass_replay.h"
@@ -47,6 +50,12 @@ struct TrainingOptions {
   // below 1 the rest stays on the GPU and is updated there (see offload_strategy.h).
   double offload_ratio = 1.0;
   int ranks_per_host = 1;  // the ranks sharing this host's memory (MPI's local size)
+  // The loss scale and what an overflow does (engine/loss_scaler.h); the programs turn it on with fp16.
+  LossScaling loss_scaling;
+  // Tests: at this step (1-based; 0: never) this rank's first micro-batch's loss gradient is scaled by
+  // infinity, so that every rank's gradients overflow as fp16's do.
+  int64_t inject_overflow_step = 0;
+  int inject_overflow_rank = 0;
   bool settle_speculation = false;  // tests: see HostOptimizer::settle_speculation_before_step
 };
 
@@ -67,6 +76,10 @@ struct StepStats {
   // The previous step's update where it ran aside, beside this step's forward (Backend::begin_aside): its
   // device time, which overlaps forward_ms.
   double update_aside_ms = 0;
+  // Loss scaling: the scale the step's gradients carried, and whether they overflowed, so that the step was
+  // skipped (the weights and optimizer state are as they were; grad_norm is then not finite).
+  float loss_scale = 1;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -97,6 +110,9 @@ class Trainer {
   // How many units update speculatively during backward (0 without offload, with nvme, or when the host
   // lacked the memory).
   int64_t speculative_units() const { return speculative_units_; }
+  // Loss scaling: the scale of the next step, and how many steps overflowed and were skipped.
+  float loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
+  int64_t skipped_steps() const { return scaler_ ? scaler_->skipped_steps() : 0; }
   // The CPU threads of each host update (0 without offload).
   int cpu_optimizer_threads() const { return host_optimizer_ ? host_optimizer_->threads() : 0; }
   HostOptimizer::SpeculationCounts speculation_counts() {
@@ -108,10 +124,10 @@ class Trainer {
   Communicator& communicator() { return *comm_; }
 
  private:
-  // The step's mean loss over all ranks, from host_.loss (this rank's); the gradient norm from the sum of
-  // squares. Each throws "the loss / gradient norm is <value> at step <n>" when it is not finite.
-  double checked_loss();
-  double checked_norm(double sum_of_squares) const;
+  // The step's mean loss over all ranks, from host_.loss (this rank's).
+  double mean_loss();
+  // Throws "the loss / gradient norm is <value> at step <n>" when the loss or the norm is not finite.
+  void check_finite(double loss, double norm) const;
   // Queues unit u's optimizer update on the backend (its state on the device).
   void update_on_device(size_t u, const OptimizerParams& params);
 
@@ -143,6 +159,10 @@ class Trainer {
   Buffer device_scalars_, host_scalars_;
   StepScalars device_, host_;
   int64_t step_ = 0;
+  int64_t applied_steps_ = 0;  // steps not skipped for an overflow: Adam's step count
+  std::optional<LossScaler> scaler_;
+  // A number for each gradient scale the passes have used: recorded passes differ by it (PassReplay keys).
+  std::map<float, int> recording_of_scale_;
   // The last step's update queued aside (events before and after it), timed at the end of the next step.
   EventSpan previous_update_span_;
 };

@@ -199,7 +199,8 @@ class Backend {
   // factor (f32 [1]) = torch.nn.utils.clip_grad_norm_'s factor, min(1, max_norm / (sqrt(sum_of_squares) +
   // 1e-6)) computed in fp64 (1 when max_norm is 0), or NaN when sum_of_squares or loss (f64 [1] each) is not
   // finite: optimizer_step given that factor (OptimizerParams::grad_factor) then leaves everything as it was.
-  virtual void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) = 0;
+  virtual void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
+                           Tensor& factor) = 0;
   // --- work beside the main sequence ------------------------------------------------------------------------
   // Between begin_aside() and end_aside(), optimizer_step and record_event go onto a second queue of the
   // device's: that work starts once everything queued before begin_aside() is done and runs beside what is

@@ -28,6 +28,10 @@ struct OptimizerParams {
   // gradient factor there instead of grad_scale, and skips itself, writing nothing, when that factor is not
   // finite: a step clips by a norm the host has not seen. The host optimizer takes grad_scale only.
   const float* grad_factor = nullptr;
+  // The step's gradients overflowed (loss scaling): the host optimizer changes no state and writes the weights
+  // as the master holds them (what they already are). The device's updates skip through a non-finite
+  // grad_factor instead.
+  bool skip = false;
 
   friend bool operator==(const OptimizerParams&, const OptimizerParams&) = default;
 };

@@ -250,10 +250,34 @@ std::string_view simd_level_name(SimdLevel level) {
   return "scalar";
 }
 
+namespace {
+
+// A skipped step: the weights the master rounds to, and nothing else changes (out of place, the state is
+// copied to where the step's output belongs).
+void write_weights_of_master(const CpuOptimizerShard& shard) {
+  const float* master = shard.master_in ? shard.master_in : shard.master;
+  if (shard.master_in) {
+    std::copy_n(shard.master_in, shard.n, shard.master);
+    std::copy_n(shard.m_in, shard.n, shard.m);
+    if (shard.v_in) std::copy_n(shard.v_in, shard.n, shard.v);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < shard.n; ++i) {
+    if (shard.fp32_model) {
+      store_value(static_cast<float*>(shard.params_out), i, master[i]);
+    } else {
+      store_value(static_cast<uint16_t*>(shard.params_out), i, master[i]);
+    }
+  }
+}
+
+}  // namespace
+
 void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level) {
   ZB_CHECK(int(level) <= int(best_simd_level()), "this CPU does not run ", simd_level_name(level));
   ZB_CHECK(shard.n >= 0 && shard.master && shard.grad && shard.m && (params.kind == OptimizerKind::sgd || shard.v),
            "cpu_optimizer_step: missing buffers");
+  if (params.skip) return write_weights_of_master(shard);
   const Coefficients c = coefficients_of(params);
   const Streaming streaming = streaming_for(shard);
   // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.

@@ -297,11 +297,12 @@ void CpuBackend::accumulate_sum(const Tensor& values, double scale, Tensor& tota
   *total.as<double>() += scale * sum;
 }
 
-void CpuBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) {
+void CpuBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
+                             Tensor& factor) {
   checks::expect(sum_of_squares, "clip_factor sum_of_squares", Shape{1}, DType::f64, kCpu);
   checks::expect(loss, "clip_factor loss", Shape{1}, DType::f64, kCpu);
   checks::expect(factor, "clip_factor factor", Shape{1}, DType::f32, kCpu);
-  *factor.as<float>() = zb::clip_factor(*sum_of_squares.as<double>(), *loss.as<double>(), max_norm);
+  *factor.as<float>() = zb::clip_factor(*sum_of_squares.as<double>(), *loss.as<double>(), max_norm, loss_scale);
 }
 
 void CpuBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

@@ -565,11 +565,12 @@ void CudaBackend::accumulate_sum(const Tensor& values, double scale, Tensor& tot
   cuda::accumulate_sum(values.as<float>(), values.numel(), scale, total.as<double>(), stream_);
 }
 
-void CudaBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) {
+void CudaBackend::clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
+                              Tensor& factor) {
   checks::expect(sum_of_squares, "clip_factor sum_of_squares", Shape{1}, DType::f64, device());
   checks::expect(loss, "clip_factor loss", Shape{1}, DType::f64, device());
   checks::expect(factor, "clip_factor factor", Shape{1}, DType::f32, device());
-  cuda::clip_factor(sum_of_squares.as<double>(), loss.as<double>(), max_norm, factor.as<float>(), stream_);
+  cuda::clip_factor(sum_of_squares.as<double>(), loss.as<double>(), max_norm, loss_scale, factor.as<float>(), stream_);
 }
 
 void CudaBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,

@@ -114,7 +114,8 @@ class CudaBackend final : public Backend {
   double sum_of_squares(const std::vector<Tensor>& tensors) override;
   void sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) override;
   void accumulate_sum(const Tensor& values, double scale, Tensor& total) override;
-  void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, Tensor& factor) override;
+  void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
+                   Tensor& factor) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
 

@@ -107,8 +107,9 @@ void sum_of_squares_partials(const T* x, int64_t n, double* partials, cudaStream
 void sum_partials(const double* partials, int64_t count, double* result, cudaStream_t stream);
 // *total += scale * (values[0] + ... + values[n-1]), in a fixed order.
 void accumulate_sum(const float* values, int64_t n, double scale, double* total, cudaStream_t stream);
-// *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm) (kernels/clip_factor.h).
-void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float* factor, cudaStream_t stream);
+// *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm, loss_scale) (kernels/clip_factor.h).
+void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float loss_scale, float* factor,
+                 cudaStream_t stream);
 
 template <typename T>
 void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_out, int64_t n,

@@ -154,8 +154,9 @@ __global__ void accumulate_sum_kernel(const float* values, int64_t n, double sca
   if (threadIdx.x == 0) *total += scale * sum;
 }
 
-__global__ void clip_factor_kernel(const double* sum_of_squares, const double* loss, float max_norm, float* factor) {
-  *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm);
+__global__ void clip_factor_kernel(const double* sum_of_squares, const double* loss, float max_norm, float loss_scale,
+                                   float* factor) {
+  *factor = zb::clip_factor(*sum_of_squares, *loss, max_norm, loss_scale);
 }
 
 }  // namespace
@@ -165,9 +166,9 @@ void accumulate_sum(const float* values, int64_t n, double scale, double* total,
   ZB_CUDA_CHECK_LAUNCH();
 }
 
-void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float* factor,
+void clip_factor(const double* sum_of_squares, const double* loss, float max_norm, float loss_scale, float* factor,
                  cudaStream_t stream) {
-  clip_factor_kernel<<<1, 1, 0, stream>>>(sum_of_squares, loss, max_norm, factor);
+  clip_factor_kernel<<<1, 1, 0, stream>>>(sum_of_squares, loss, max_norm, loss_scale, factor);
   ZB_CUDA_CHECK_LAUNCH();
 }
 

@@ -253,6 +253,116 @@ TEST_P(CheckpointingEquivalence, EveryModeTrainsAsWithoutIt) {
 INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
                          test::zero_case_name);
 
+// Loss scaling multiplies the loss's gradient by a power of two and the update divides it out: in fp32, where
+// nothing overflows, every product and sum of the backward scales exactly, so every stage and strategy trains
+// with a scale of 2^16 to the very bits it trains to without one.
+class LossScalingEquivalence : public ::testing::TestWithParam<ZeroCase> {
+ protected:
+  static TrainingOptions plain_options(const ZeroCase& c, OffloadStrategy strategy) {
+    TrainingOptions o = base_options(c.model, c.grad_accum);
+    o.zero.stage = c.stage;
+    o.zero.stage3_param_persistence_threshold = 0;
+    o.zero.check_collectives = true;
+    o.offload = strategy;
+    return o;
+  }
+  // With dynamic loss scaling that halves the scale at the first overflow.
+  static TrainingOptions scaled_options(const ZeroCase& c, OffloadStrategy strategy) {
+    TrainingOptions o = plain_options(c, strategy);
+    o.loss_scaling.enabled = true;
+    o.loss_scaling.hysteresis = 1;
+    return o;
+  }
+  static constexpr OffloadStrategy kStrategies[] = {OffloadStrategy::none, OffloadStrategy::cpu_optimizer,
+                                                   OffloadStrategy::cpu_full};
+};
+
+TEST_P(LossScalingEquivalence, AScaleTrainsAsNone) {
+  Communicator& comm = test::mpi_communicator();
+  for (OffloadStrategy strategy : kStrategies) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    const Outcome reference = train(plain_options(GetParam(), strategy), &comm);
+    const Outcome outcome = train(scaled_options(GetParam(), strategy), &comm);
+    EXPECT_EQ(outcome.losses, reference.losses);
+    EXPECT_EQ(outcome.grad_norms, reference.grad_norms);
+    for (size_t u = 0; u < reference.params.size(); ++u) EXPECT_EQ(outcome.params[u], reference.params[u]) << u;
+  }
+}
+
+// An overflow on one rank (its loss gradient scaled by infinity in step 2) skips step 2 on every rank: the
+// weights after it are those after step 1, the steps around it change them, and the scale halves.
+TEST_P(LossScalingEquivalence, AnOverflowSkipsExactlyThatStepOnEveryRank) {
+  Communicator& comm = test::mpi_communicator();
+  for (OffloadStrategy strategy : kStrategies) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions options = scaled_options(GetParam(), strategy);
+    options.inject_overflow_step = 2;
+    options.inject_overflow_rank = comm.size() - 1;
+    TrackingAllocator allocator(std::make_unique<HostMemory>());
+    auto data = make_synthetic_tokens({options.batch, options.seq, comm.rank(), comm.size()},
+                                      options.model.vocab_size, 99);
+    CpuBackend backend;
+    Trainer trainer(options, backend, allocator, *data, &comm);
+    std::vector<std::vector<std::vector<float>>> weights{trainer.gather_parameters()};
+    std::vector<StepStats> stats;
+    for (int i = 0; i < 3; ++i) {
+      stats.push_back(trainer.step());
+      weights.push_back(trainer.gather_parameters());
+    }
+    EXPECT_FALSE(stats[0].skipped);
+    EXPECT_TRUE(stats[1].skipped);
+    EXPECT_FALSE(stats[2].skipped);
+    EXPECT_FALSE(std::isfinite(stats[1].grad_norm));
+    EXPECT_TRUE(std::isfinite(stats[1].loss)) << "the forward did not overflow";
+    EXPECT_EQ(stats[0].loss_scale, 65536.0f);
+    EXPECT_EQ(stats[1].loss_scale, 65536.0f);
+    EXPECT_EQ(stats[2].loss_scale, 32768.0f);
+    EXPECT_EQ(trainer.skipped_steps(), 1);
+    EXPECT_EQ(weights[2], weights[1]) << "step 2 changed the weights";
+    EXPECT_NE(weights[1], weights[0]);
+    EXPECT_NE(weights[3], weights[2]);
+  }
+}
+
+// The same batch every step: a skipped first step then leaves a run one update behind a run without it.
+class RepeatedBatch final : public TokenSource {
+ public:
+  explicit RepeatedBatch(TokenBatch batch) : batch_(std::move(batch)) {}
+  TokenBatch next_batch() override { return batch_; }
+  std::string describe() const override { return "one batch, repeated"; }
+
+ private:
+  TokenBatch batch_;
+};
+
+// Adam counts the updates applied: after a skipped first step, the second applies Adam's first update (its
+// bias correction included), ending where one step of the same batch without the overflow ends.
+TEST_P(LossScalingEquivalence, ASkippedStepIsNotCountedByAdam) {
+  Communicator& comm = test::mpi_communicator();
+  for (OffloadStrategy strategy : kStrategies) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    const TrainingOptions options = scaled_options(GetParam(), strategy);
+    const TokenBatch batch = make_synthetic_tokens({options.batch, options.seq, comm.rank(), comm.size()},
+                                                   options.model.vocab_size, 99)
+                                 ->next_batch();
+    auto weights_after = [&](const TrainingOptions& o, int steps) {
+      TrackingAllocator allocator(std::make_unique<HostMemory>());
+      RepeatedBatch data(batch);
+      CpuBackend backend;
+      Trainer trainer(o, backend, allocator, data, &comm);
+      for (int i = 0; i < steps; ++i) trainer.step();
+      return trainer.gather_parameters();
+    };
+    TrainingOptions overflowing = options;
+    overflowing.inject_overflow_step = 1;
+    // (The scale halved after the overflow: in fp32 a power of two changes no bit of the result.)
+    EXPECT_EQ(weights_after(overflowing, 2), weights_after(options, 1));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, LossScalingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+                         test::zero_case_name);
+
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with
 // one bucket for everything and overlap off.
 TEST(ZeroKnobs, PersistentUnitsNoPrefetchNoOverlap) {

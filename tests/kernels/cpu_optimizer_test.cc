@@ -107,17 +107,22 @@ TEST_F(CpuOptimizer, SumOfSquaresIsExactAndThreadCountIndependent) {
 
 // The factor of torch.nn.utils.clip_grad_norm_, and NaN (the step skipped) for a non-finite norm or loss.
 TEST_F(CpuOptimizer, ClipFactorFollowsTorchAndFlagsNonFiniteSteps) {
-  auto factor_of = [&](double sum_of_squares, double loss, float max_norm) {
+  auto factor_of = [&](double sum_of_squares, double loss, float max_norm, float loss_scale = 1.0f) {
     double ss = sum_of_squares, l = loss;
     float f = -1.0f;
     Tensor ss_t = scalar(&ss), l_t = scalar(&l), f_t(&f, Shape{1}, DType::f32, Device::cpu());
-    backend.clip_factor(ss_t, l_t, max_norm, f_t);
+    backend.clip_factor(ss_t, l_t, max_norm, loss_scale, f_t);
     return f;
   };
   const double sum_of_squares = 4.0 + rnd.uniform(1, 0.0, 1.0)[0];
   EXPECT_EQ(factor_of(sum_of_squares, 2.5, 1.0f), float(1.0 / (std::sqrt(sum_of_squares) + 1e-6)));
   EXPECT_EQ(factor_of(sum_of_squares, 2.5, 10.0f), 1.0f) << "a norm under the bound is left alone";
   EXPECT_EQ(factor_of(sum_of_squares, 2.5, 0.0f), 1.0f) << "max_norm 0: no clipping";
+  // Gradients scaled by a power of two: the norm is of the true ones, and the factor undoes the scale.
+  const float scale = 65536.0f;
+  EXPECT_EQ(factor_of(sum_of_squares * scale * scale, 2.5, 1.0f, scale), factor_of(sum_of_squares, 2.5, 1.0f) / scale);
+  EXPECT_EQ(factor_of(sum_of_squares * scale * scale, 2.5, 10.0f, scale), 1.0f / scale);
+  EXPECT_EQ(factor_of(sum_of_squares * scale * scale, 2.5, 0.0f, scale), 1.0f / scale);
   const double nan = std::nan(""), inf = INFINITY;
   EXPECT_TRUE(std::isnan(factor_of(nan, 2.5, 1.0f)));
   EXPECT_TRUE(std::isnan(factor_of(inf, 2.5, 1.0f)));

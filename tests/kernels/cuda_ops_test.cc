@@ -589,8 +589,10 @@ TEST_P(CudaOps, OptimizerReadsItsFactorOnTheDevice) {
     };
     Tensor factor = poisoned({1}, DType::f32);
     const double sum_of_squares = std::pow(1.0 / 0.375 - 1e-6, 2);  // a factor of 0.375 for max_norm 1
-    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(2.0), 1.0f, factor);
+    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(2.0), 1.0f, 1.0f, factor);
     EXPECT_EQ(download(factor)[0], clip_factor(sum_of_squares, 2.0, 1.0f)) << "the host's formula";
+    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(2.0), 1.0f, 1024.0f, factor);
+    EXPECT_EQ(download(factor)[0], clip_factor(sum_of_squares, 2.0, 1.0f, 1024.0f)) << "with a loss scale";
     OptimizerParams by_address = by_value;
     by_address.grad_scale = 7.0f;  // not read
     by_address.grad_factor = factor.as<float>();
@@ -598,7 +600,7 @@ TEST_P(CudaOps, OptimizerReadsItsFactorOnTheDevice) {
     with_that_value.grad_scale = download(factor)[0];
     const auto expected = run(with_that_value);
     EXPECT_EQ(run(by_address), expected);
-    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(std::nan("")), 1.0f, factor);
+    gpu->clip_factor(upload_scalar(sum_of_squares), upload_scalar(std::nan("")), 1.0f, 1.0f, factor);
     EXPECT_TRUE(std::isnan(download(factor)[0]));
     const auto skipped = run(by_address);
     EXPECT_EQ(skipped[0], master);
