@@ -254,27 +254,30 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(t
                          test::zero_case_name);
 
 // Loss scaling multiplies the loss's gradient by a power of two and the update divides it out: in fp32, where
-// nothing overflows, every product and sum of the backward scales exactly, so every stage and strategy trains
-// with a scale of 2^16 to the very bits it trains to without one.
+// nothing overflows, every product and sum of the backward scales exactly, so every stage and strategy (nvme's
+// update, read from its file and written back, included) trains with a scale of 2^16 to the very bits it
+// trains to without one.
 class LossScalingEquivalence : public ::testing::TestWithParam<ZeroCase> {
  protected:
-  static TrainingOptions plain_options(const ZeroCase& c, OffloadStrategy strategy) {
+  TrainingOptions plain_options(const ZeroCase& c, OffloadStrategy strategy) const {
     TrainingOptions o = base_options(c.model, c.grad_accum);
     o.zero.stage = c.stage;
     o.zero.stage3_param_persistence_threshold = 0;
     o.zero.check_collectives = true;
     o.offload = strategy;
+    o.nvme_path = nvme_dir_.path().string();  // (nvme's: a file per rank, removed at the end)
     return o;
   }
   // With dynamic loss scaling that halves the scale at the first overflow.
-  static TrainingOptions scaled_options(const ZeroCase& c, OffloadStrategy strategy) {
+  TrainingOptions scaled_options(const ZeroCase& c, OffloadStrategy strategy) const {
     TrainingOptions o = plain_options(c, strategy);
     o.loss_scaling.enabled = true;
     o.loss_scaling.hysteresis = 1;
     return o;
   }
   static constexpr OffloadStrategy kStrategies[] = {OffloadStrategy::none, OffloadStrategy::cpu_optimizer,
-                                                   OffloadStrategy::cpu_full};
+                                                   OffloadStrategy::cpu_full, OffloadStrategy::nvme};
+  test::TempDir nvme_dir_;
 };
 
 TEST_P(LossScalingEquivalence, AScaleTrainsAsNone) {
