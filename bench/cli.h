@@ -53,7 +53,8 @@ inline constexpr const char* kActivationCheckpointingHelp =
     "which activations each transformer block keeps for its backward: none (all); full (only its input: its "
     "backward first runs its forward again, about a third more compute); selective (its input, q/k/v and the "
     "MLP's input projection: the norms, the attention with its output projection and the MLP's activation "
-    "are recomputed). Training gives the same result in every mode";
+    "are recomputed). Every mode trains to the same result (bit for bit; on the GPU, selective with GELU "
+    "models within bf16 rounding, as it applies GELU after the GEMM rather than in its epilogue)";
 
 // The help of --offload-ratio, shared by train and zero_bench.
 inline constexpr const char* kOffloadRatioHelp =

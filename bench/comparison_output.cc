@@ -114,22 +114,23 @@ ComparisonFiles write_comparison(const std::string& base, const std::string& tit
 }
 
 std::string deepspeed_caveat(const TrainingOptions& o) {
+  std::vector<std::string> caveats;
   if (o.offload != OffloadStrategy::none && o.zero.stage == 0) {
-    return "DeepSpeed offloads nothing in stage 0: the config leaves the offload out (use stage 1 or more)";
-  }
-  if (o.offload == OffloadStrategy::cpu_full && o.zero.stage < 3) {
-    return "DeepSpeed offloads parameters only in stage 3: the config offloads the optimizer alone";
-  }
-  if (o.offload_ratio < 1 && o.zero.stage < 3) {
-    return cat("DeepSpeed offloads a part of the optimizer state in stage 3 only (\"Partial offloading only supported "
-               "for ZeRO Stage 3\"): the config offloads all of it, where this run kept ",
-               int(std::lround(100 * (1 - o.offload_ratio))), "% on the GPU; stage 3 takes the ratio");
+    caveats.push_back("DeepSpeed offloads nothing in stage 0: the config leaves the offload out (use stage 1 or more)");
+  } else if (o.offload == OffloadStrategy::cpu_full && o.zero.stage < 3) {
+    caveats.push_back("DeepSpeed offloads parameters only in stage 3: the config offloads the optimizer alone");
+  } else if (o.offload_ratio < 1 && o.zero.stage < 3) {
+    caveats.push_back(
+        cat("DeepSpeed offloads a part of the optimizer state in stage 3 only (\"Partial offloading only supported "
+            "for ZeRO Stage 3\"): the config offloads all of it, where this run kept ",
+            int(std::lround(100 * (1 - o.offload_ratio))), "% on the GPU; stage 3 takes the ratio"));
   }
   if (o.activation_checkpointing == ActivationCheckpointing::selective) {
-    return "a DeepSpeed config cannot ask for selective recomputation: its activation_checkpointing section, "
-           "which the model's code uses, checkpoints whole blocks (more recompute, less memory)";
+    caveats.push_back(
+        "a DeepSpeed config cannot ask for selective recomputation: its activation_checkpointing section, "
+        "which the model's code uses, checkpoints whole blocks (more recompute, less memory)");
   }
-  return "";
+  return join(caveats, "; ");
 }
 
 std::string summary_table(const std::vector<BenchRecord>& records, bool on_gpu) {

@@ -182,7 +182,7 @@ void HostOptimizer::speculate(const OptimizerParams& params) {
     // The last step's job may not have started yet: what was speculated for it stays for it to take (it
     // clears the record), and the worker takes no speculative work before that job has finished. Landed
     // units it has not reached are left to that job too.
-    s.speculation_step = params.step;
+    s.speculation_step = ++s.speculations_started;
     s.speculation_params = params;
     s.landed.clear();
   }

@@ -128,7 +128,10 @@ class HostOptimizer {
     std::vector<bool> done;
     std::exception_ptr error;
     OffloadTimes finished_times;
-    int64_t speculation_step = 0;  // the step being speculated (0: none)
+    // The speculation under way (0: none): a number each speculate() draws anew, never the step's own number,
+    // which repeats after a step skipped for an overflow; a gradient landing late must not pass for the next.
+    int64_t speculation_step = 0;
+    int64_t speculations_started = 0;
     OptimizerParams speculation_params;
     std::vector<size_t> landed;        // units whose gradient landed, waiting for their speculative update
     bool speculating = false;          // a speculative update is under way

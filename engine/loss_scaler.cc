@@ -29,6 +29,10 @@ void LossScaler::update(bool overflow) {
   if (scaling_.static_scale > 0) return;
   if (overflow) {
     if (scaling_.hysteresis == 1 || hysteresis_left_ == 1) {
+      if (scale_ <= float(scaling_.min_scale)) {
+        throw Error(cat("the gradients overflow at the minimum loss scale (", scaling_.min_scale, ", ", skipped_,
+                        " steps skipped so far): training has diverged"));
+      }
       scale_ = std::max(scale_ / 2, float(scaling_.min_scale));
     } else {
       --hysteresis_left_;
@@ -37,7 +41,7 @@ void LossScaler::update(bool overflow) {
   } else if ((step_ - last_overflow_step_) % scaling_.window == 0) {
     // (DeepSpeed's default, consecutive_hysteresis off: the hysteresis is restored only as the scale grows.)
     hysteresis_left_ = scaling_.hysteresis;
-    scale_ *= 2;
+    scale_ = std::min(scale_ * 2, std::ldexp(1.0f, 127));
   }
   ++step_;
 }

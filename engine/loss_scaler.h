@@ -3,7 +3,9 @@
 // stay above fp16's smallest numbers, and the update divides it out. A step whose gradients overflowed (an
 // inf or NaN on any rank) is skipped. Dynamic scaling then lowers the scale, after `hysteresis` overflows in a
 // row (the first ones only use up the hysteresis), by half and not below `min_scale`; after `window` steps in
-// a row without an overflow it doubles the scale.
+// a row without an overflow it doubles the scale (up to 2^127, fp32's largest power of two). An overflow that
+// would lower a scale already at its minimum ends training with an Error, as DeepSpeed's default
+// (raise_error_at_min_scale) does: the gradients overflow whatever the scale, the run has diverged.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,8 @@ class LossScaler {
   explicit LossScaler(const LossScaling& scaling);
   // The scale of the next step's gradients.
   float scale() const { return scale_; }
-  // After a step: whether its gradients overflowed (it was skipped). Moves the scale as DeepSpeed does.
+  // After a step: whether its gradients overflowed (it was skipped). Moves the scale as DeepSpeed does; throws
+  // Error at the minimum (see above).
   void update(bool overflow);
   int64_t skipped_steps() const { return skipped_; }
 

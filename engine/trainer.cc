@@ -162,15 +162,16 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
   targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
-  // 8-byte slots: loss, sum of squares, and on the device the clipping factor.
-  device_scalars_ = allocator.allocate(Shape{3}, DType::f64, MemoryPool::workspace);
+  // 8-byte slots: loss, sum of squares, and on the device the clipping factor and a zero.
+  device_scalars_ = allocator.allocate(Shape{4}, DType::f64, MemoryPool::workspace);
   host_scalars_ = staging_.allocate(Shape{2}, DType::f64, MemoryPool::workspace);
   auto slot = [](const Buffer& b, int index, DType dtype) {
     return Tensor(static_cast<double*>(b.data()) + index, Shape{1}, dtype, b.device());
   };
   device_ = {slot(device_scalars_, 0, DType::f64), slot(device_scalars_, 1, DType::f64),
-             slot(device_scalars_, 2, DType::f32)};
-  host_ = {slot(host_scalars_, 0, DType::f64), slot(host_scalars_, 1, DType::f64), {}};
+             slot(device_scalars_, 2, DType::f32), slot(device_scalars_, 3, DType::f64)};
+  backend.fill_zero(device_.zero);
+  host_ = {slot(host_scalars_, 0, DType::f64), slot(host_scalars_, 1, DType::f64), {}, {}};
 }
 
 StepStats Trainer::step() {
@@ -223,7 +224,7 @@ StepStats Trainer::step() {
     backend_.copy(device_.loss, host_.loss);
     loss = mean_loss();
     sum_of_squares = schedule_.gradient_sum_of_squares();
-    params.grad_scale = clip_factor(sum_of_squares, loss, options_.grad_clip, scale);
+    params.grad_scale = clip_factor(sum_of_squares, scaler_ ? 0.0 : loss, options_.grad_clip, scale);
     params.skip = scaler_ && !std::isfinite(params.grad_scale);
     if (!params.skip) check_finite(loss, std::sqrt(sum_of_squares));
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
@@ -234,7 +235,10 @@ StepStats Trainer::step() {
     // Clipped by a factor the device computes (the update skips itself when it is not finite); the loss and
     // the norm come to the host with the end of the step.
     schedule_.gradient_sum_of_squares_into(device_.sum_of_squares);
-    backend_.clip_factor(device_.sum_of_squares, device_.loss, options_.grad_clip, scale, device_.clip_factor);
+    // With loss scaling an overflow is of the gradients alone, whose sum of squares every rank shares (a rank's
+    // own loss is not shared: a rank whose loss alone were not finite would skip where the others update).
+    backend_.clip_factor(device_.sum_of_squares, scaler_ ? device_.zero : device_.loss, options_.grad_clip, scale,
+                         device_.clip_factor);
     params.grad_factor = device_.clip_factor.as<float>();
     // Beside the next step's forward where it can be, which waits for each unit's update just before the unit:
     // the update is memory-bound and the forward mostly not.
@@ -252,7 +256,7 @@ StepStats Trainer::step() {
   }
   // (Every rank has the same loss and sum of squares, so all of them skip, or stop, together.)
   const double norm = std::sqrt(sum_of_squares) / scale;
-  const bool overflow = scaler_ && !std::isfinite(clip_factor(sum_of_squares, loss, options_.grad_clip, scale));
+  const bool overflow = scaler_ && !std::isfinite(sum_of_squares);
   if (!overflow) check_finite(loss, norm);
   if (scaler_) scaler_->update(overflow);
   ++step_;

@@ -155,6 +155,7 @@ class Trainer {
   // clipping factor (f32); and the first two on the host, copied there at the end of the step.
   struct StepScalars {
     Tensor loss, sum_of_squares, clip_factor;
+    Tensor zero;  // (device) a finite stand-in for the loss where the loss must not decide a skip
   };
   Buffer device_scalars_, host_scalars_;
   StepScalars device_, host_;

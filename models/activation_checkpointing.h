@@ -1,7 +1,8 @@
 // Activation checkpointing: which of a block's forward activations are kept for its backward and which are
 // computed again from the kept ones when its backward begins. Recomputation runs the same kernels on the same
 // inputs in the same order as the forward did, so every recomputed tensor equals the original bit for bit,
-// and training with any mode gives the losses and gradients of training without it.
+// and training with any mode gives the losses and gradients of training without it (with one exception on
+// backends that fuse GELU into its GEMM: selective applies it after the GEMM, see Transformer).
 //   none       every block keeps every activation its backward reads.
 //   full       each block keeps only its input (the residual stream); its backward first runs the block's
 //              forward again, up to the MLP's activation (the MLP's output projection is not needed).

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -230,7 +231,11 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
 int optimizer_threads_beside_training(int ranks_per_host) {
   const char* set = std::getenv("OMP_NUM_THREADS");
   if (set != nullptr && *set != '\0') return omp_get_max_threads();
-  return std::max(1, omp_get_num_procs() / std::max(1, ranks_per_host) - 1);
+  // A rank bound to some of the cores (mpirun's default binding) sees only those: its share already.
+  const int procs = omp_get_num_procs();
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int share = online > 0 && procs >= online ? procs / std::max(1, ranks_per_host) : procs;
+  return std::max(1, share - 1);
 }
 
 void use_optimizer_threads(int threads) { omp_set_num_threads(std::max(1, threads)); }

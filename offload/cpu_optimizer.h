@@ -39,8 +39,8 @@ struct CpuOptimizerShard {
 };
 
 // The threads a CPU optimizer run beside training uses: OMP_NUM_THREADS where it is set, else one fewer than
-// this rank's share of the processors this process may run on (the processors over the ranks_per_host ranks
-// that share them). The training thread spends the update waiting on the GPU, and CUDA waits by spinning (its
+// this rank's share of the processors: those this process may run on, over the ranks_per_host ranks that share
+// them where the process may run on every processor (a rank bound to some has its share already). The training thread spends the update waiting on the GPU, and CUDA waits by spinning (its
 // default below one context per core); an optimizer thread sharing that core gets half of it, and every unit's
 // update ends only when that thread's last chunk does (a step with as many threads as cores measured about a
 // tenth slower than with one fewer). Ranks that each took every core would run several threads a core, and

@@ -923,5 +923,21 @@ TEST(ComparisonPrograms, OffloadBenchAddsADeepSpeedConfigsPartialOffload) {
   EXPECT_EQ(read_json(only_file(out.path() / "b", "offload_comparison_", ".json")).size(), 1u);
 }
 
+// A config's activation_checkpointing section asks for full checkpointing unless the command line says
+// otherwise.
+TEST(ComparisonPrograms, ADeepSpeedConfigsCheckpointingGivesWayToTheFlag) {
+  TempDir out;
+  const fs::path config = out.path() / "ds.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1},
+    "activation_checkpointing": {"partition_activations": false}})";
+  const std::string common = "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 1 --warmup-steps 0 --config " +
+                             config.string() + " --output-dir ";
+  ASSERT_EQ(run_job("zero_bench", common + (out.path() / "a").string()).exit_code, 0);
+  EXPECT_EQ(read_json(only_file(out.path() / "a", "zero_comparison_", ".json"))[0]["activation_checkpointing"], "full");
+  ASSERT_EQ(run_job("zero_bench", common + (out.path() / "b").string() + " --activation-checkpointing none").exit_code,
+            0);
+  EXPECT_EQ(read_json(only_file(out.path() / "b", "zero_comparison_", ".json"))[0]["activation_checkpointing"], "none");
+}
+
 }  // namespace
 }  // namespace zb::test

@@ -42,9 +42,18 @@ TEST(LossScaler, StartsAtTwoToThePowerAndHalvesAfterTheHysteresis) {
   EXPECT_EQ(scales(dynamic(4, 1000, 1, 1), {true, false, true}), (std::vector<float>{16, 8, 8, 4}));
 }
 
-TEST(LossScaler, StopsAtTheMinimum) {
-  EXPECT_EQ(scales(dynamic(2, 1000, 1, 1), {true, true, true, true}), (std::vector<float>{4, 2, 1, 1, 1}));
-  EXPECT_EQ(scales(dynamic(2, 1000, 1, 3), {true, true}), (std::vector<float>{4, 3, 3}));
+// The scale stops at the minimum; an overflow there ends training, as DeepSpeed's raise_error_at_min_scale.
+TEST(LossScaler, StopsAtTheMinimumAndAnOverflowThereIsAnError) {
+  EXPECT_EQ(scales(dynamic(2, 1000, 1, 1), {true, true, false}), (std::vector<float>{4, 2, 1, 1}));
+  EXPECT_EQ(scales(dynamic(2, 1000, 1, 3), {true, false}), (std::vector<float>{4, 3, 3}));
+  EXPECT_THROW(scales(dynamic(2, 1000, 1, 1), {true, true, true}), Error);
+  EXPECT_EQ(scales(dynamic(0, 1000, 2, 1), {true}), (std::vector<float>{1, 1})) << "the hysteresis first";
+  EXPECT_THROW(scales(dynamic(0, 1000, 2, 1), {true, true}), Error);
+}
+
+TEST(LossScaler, GrowsNoFurtherThanFp32Holds) {
+  const std::vector<float> grown = scales(dynamic(126, 1, 1, 1), {false, false, false});
+  EXPECT_EQ(grown, (std::vector<float>{0x1p126f, 0x1p127f, 0x1p127f, 0x1p127f}));
 }
 
 TEST(LossScaler, AWindowOfCleanStepsDoublesItAndRestoresTheHysteresis) {
