@@ -192,21 +192,22 @@ StepStats Trainer::step() {
   // Each rank's gradient is of its mean loss over micro-batches, scaled so that the sum over ranks is the
   // gradient of the mean over every token of the step.
   const float gradient_scale = scale / float(options_.grad_accum * world);
-  const bool inject_overflow = step_ + 1 == options_.inject_overflow_step && comm_->rank() == options_.inject_overflow_rank;
+  const bool inject_overflow =
+      step_ + 1 == options_.inject_overflow_step && comm_->rank() == options_.inject_overflow_rank;
   backend_.fill_zero(device_.loss);
-  int64_t micro = 0;
+  float pass_scale = gradient_scale;  // this micro-batch's
   const auto forward_and_loss = [&] {
-    model_.queue_forward_and_loss(inputs, targets, inject_overflow && micro == 0 ? INFINITY : gradient_scale);
+    model_.queue_forward_and_loss(inputs, targets, pass_scale);
     backend_.accumulate_sum(model_.losses(), 1.0 / double(ids.numel() * options_.grad_accum), device_.loss);
   };
   const auto backward = [&] { model_.queue_backward(inputs); };
   const PassReplay::Segments pass{forward_and_loss, backward};
-  for (micro = 0; micro < options_.grad_accum; ++micro) {
+  for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     uploads_.upload(inputs, targets);  // into the same buffers each time
     schedule_.begin_micro_batch(micro, options_.grad_accum);
     // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them; and the loss
     // scale is part of the recorded work.
-    const float pass_scale = inject_overflow && micro == 0 ? INFINITY : gradient_scale;
+    pass_scale = inject_overflow && micro == 0 ? INFINITY : gradient_scale;
     const int scale_index = recording_of_scale_.try_emplace(pass_scale, int(recording_of_scale_.size())).first->second;
     passes.push_back(pass_replay_.run((micro == 0 ? 0 : 1) + 2 * scale_index, pass));
     schedule_.end_micro_batch();
@@ -225,7 +226,7 @@ StepStats Trainer::step() {
     loss = mean_loss();
     sum_of_squares = schedule_.gradient_sum_of_squares();
     params.grad_scale = clip_factor(sum_of_squares, scaler_ ? 0.0 : loss, options_.grad_clip, scale);
-    params.skip = scaler_ && !std::isfinite(params.grad_scale);
+    params.skip = overflowed(sum_of_squares);
     if (!params.skip) check_finite(loss, std::sqrt(sum_of_squares));
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
     // Units whose state stayed on the device (an offload ratio below 1) update there meanwhile.
@@ -256,7 +257,7 @@ StepStats Trainer::step() {
   }
   // (Every rank has the same loss and sum of squares, so all of them skip, or stop, together.)
   const double norm = std::sqrt(sum_of_squares) / scale;
-  const bool overflow = scaler_ && !std::isfinite(sum_of_squares);
+  const bool overflow = overflowed(sum_of_squares);
   if (!overflow) check_finite(loss, norm);
   if (scaler_) scaler_->update(overflow);
   ++step_;
@@ -299,6 +300,10 @@ void Trainer::update_on_device(size_t u, const OptimizerParams& params) {
   Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
   Tensor model_copy = store_.model_copy(u);
   backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
+}
+
+bool Trainer::overflowed(double sum_of_squares) const {
+  return scaler_ && !std::isfinite(sum_of_squares);
 }
 
 double Trainer::mean_loss() {

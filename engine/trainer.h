@@ -124,6 +124,9 @@ class Trainer {
   Communicator& communicator() { return *comm_; }
 
  private:
+  // With loss scaling, whether the step's gradients overflowed: their sum of squares (the same on every rank)
+  // is not finite, and the step is skipped.
+  bool overflowed(double sum_of_squares) const;
   // The step's mean loss over all ranks, from host_.loss (this rank's).
   double mean_loss();
   // Throws "the loss / gradient norm is <value> at step <n>" when the loss or the norm is not finite.

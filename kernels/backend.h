@@ -199,6 +199,8 @@ class Backend {
   // factor (f32 [1]) = torch.nn.utils.clip_grad_norm_'s factor, min(1, max_norm / (sqrt(sum_of_squares) +
   // 1e-6)) computed in fp64 (1 when max_norm is 0), or NaN when sum_of_squares or loss (f64 [1] each) is not
   // finite: optimizer_step given that factor (OptimizerParams::grad_factor) then leaves everything as it was.
+  // With gradients that carry a loss scale, the norm is of the true ones and the factor divides the scale out
+  // (zb::clip_factor in kernels/clip_factor.h).
   virtual void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
                            Tensor& factor) = 0;
   // --- work beside the main sequence ------------------------------------------------------------------------

@@ -104,10 +104,16 @@ void Transformer::block_forward_to_activation(int64_t l) {
   const BlockTensors& w = params_.blocks[l];
   b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
   if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
-  b.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
-  b.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
-  residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+  attention_to_second_norm(l);
   mlp_input_forward(w, a);
+}
+
+void Transformer::attention_to_second_norm(int64_t l) {
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  backend_.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
+  backend_.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
 }
 
 // The first norm is recomputed unfused from the kept residual stream: the fused residual-and-norm kernel that
@@ -119,9 +125,7 @@ void Transformer::recompute_block(int64_t l) {
   const BlockTensors& w = params_.blocks[l];
   norm_forward(acts_.residual[l], w.ln1_weight, w.ln1_bias, a.ln1);
   if (checkpointing_ == ActivationCheckpointing::full) return block_forward_to_activation(l);
-  backend_.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
-  backend_.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
-  residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+  attention_to_second_norm(l);
   activation_forward(a);
 }
 

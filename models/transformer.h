@@ -51,6 +51,9 @@ class Transformer {
   // Block l's forward from its first norm's output (in layers[l].ln1) to the MLP's activation: everything but
   // the MLP's output projection and the residual add after it.
   void block_forward_to_activation(int64_t l);
+  // Its part from q, k, v (in layers[l].qkv) to the second norm: the attention, its output projection and the
+  // residual add fused into the norm.
+  void attention_to_second_norm(int64_t l);
   // Before block l's backward: what the checkpointing mode did not keep of block l's activations, computed
   // again as the forward computed it.
   void recompute_block(int64_t l);
