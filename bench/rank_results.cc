@@ -86,6 +86,7 @@ void summarise_steps(const RankSteps& steps, RankResult& r) {
   r.step_ms_p50 = percentile(steps.step_ms, 0.5);
   r.step_ms_p90 = percentile(steps.step_ms, 0.9);
   r.busy_ms = steps.busy_ms_total / n;
+  r.host_update_ms = steps.host_update_ms_total / n;
   r.tokens_per_sec = r.step_ms_mean > 0 ? steps.tokens_per_step / (r.step_ms_mean / 1e3) : 0;
 }
 
@@ -114,6 +115,7 @@ nlohmann::ordered_json to_json(const RankResult& r) {
   j["step_ms_p90"] = r.step_ms_p90;
   j["busy_ms"] = r.busy_ms;
   j["tokens_per_sec"] = r.tokens_per_sec;
+  j["host_update_ms"] = r.host_update_ms;
   j["gpu_peak_gb"] = r.gpu_peak_gb;
   j["host_rss_gb"] = r.host_rss_gb;
   const GpuTelemetrySummary& t = r.telemetry;
@@ -139,6 +141,7 @@ RankResult rank_result_from_json(const nlohmann::ordered_json& j) {
   r.step_ms_p90 = j.at("step_ms_p90").get<double>();
   r.busy_ms = j.at("busy_ms").get<double>();
   r.tokens_per_sec = j.at("tokens_per_sec").get<double>();
+  r.host_update_ms = j.at("host_update_ms").get<double>();
   r.gpu_peak_gb = j.at("gpu_peak_gb").get<double>();
   r.host_rss_gb = j.at("host_rss_gb").get<double>();
   GpuTelemetrySummary& t = r.telemetry;
@@ -194,6 +197,10 @@ RankSpread rank_spread(const std::vector<RankResult>& ranks) {
                 std::max(s.step_spread_pct, s.busy_spread_pct), fastest.rank);
   s.note = head;
   std::vector<std::string> why;
+  if (slowest.host_update_ms > 0) {
+    why.push_back("host update " + thousands(slowest.host_update_ms) + " ms against " +
+                  thousands(fastest.host_update_ms));
+  }
   const GpuTelemetrySummary &slow = slowest.telemetry, &fast = fastest.telemetry;
   if (slow.sm_clock_mhz) {
     why.push_back("SM clock " + thousands(*slow.sm_clock_mhz) + " MHz" +

@@ -33,6 +33,9 @@ struct RankResult {
   double step_ms_mean = 0, step_ms_p50 = 0, step_ms_p90 = 0;
   double busy_ms = 0;         // mean per step: the step time less the time compute waited for communication
   double tokens_per_sec = 0;  // this rank's tokens over its step time
+  // Mean per step of this rank's CPU optimizer (offload), 0 without one. Ranks sharing a host share its cores
+  // and memory bandwidth, so this is where an offload rank's busy time differs from another's.
+  double host_update_ms = 0;
   double gpu_peak_gb = 0, host_rss_gb = 0;
   GpuTelemetrySummary telemetry;
 };
@@ -42,9 +45,11 @@ struct RankSteps {
   std::vector<double> step_ms;
   double busy_ms_total = 0;    // sum over the steps of step time less exposed communication
   double tokens_per_step = 0;  // this rank's
+  double host_update_ms_total = 0;
 
   void add(const StepStats& step, int world) {
     step_ms.push_back(step.seconds * 1e3);
+    host_update_ms_total += step.offload.cpu_ms;
     // With offload, the compute also waits for this rank's own host update (the new weights come up behind
     // it): that wait is the rank's own work, not waiting for the others.
     const double waited_for_others = std::max(0.0, step.comm.exposed_ms - step.offload.update_wait_ms);
@@ -85,7 +90,7 @@ struct RankSpread {
   int fastest_rank = 0;
   bool flagged = false;  // either spread above kRankSpreadFlagPct
   // When flagged: "rank 3 is 7.1% slower than rank 0: SM clock 1,410 MHz against 1,590, power cap (96% of
-  // samples)"; else empty.
+  // samples)", led by "host update 381 ms against 358" where the ranks run a CPU optimizer; else empty.
   std::string note;
 };
 // Of one or more ranks (one rank: no spread).

@@ -46,6 +46,7 @@ TEST(RankSteps, WithOffloadTheWaitForTheRanksOwnHostUpdateCountsAsBusy) {
   s.seconds = 0.5;
   s.comm.exposed_ms = 300;         // compute waited for the new weights to come up ...
   s.offload.update_wait_ms = 220;  // ... 220 ms of it for this rank's own CPU optimizer
+  s.offload.cpu_ms = 260;
   s.tokens = 2048;
   steps.add(s, 1);
   s.offload.update_wait_ms = 350;  // more than the exposed wait: none of it was for the others
@@ -53,6 +54,7 @@ TEST(RankSteps, WithOffloadTheWaitForTheRanksOwnHostUpdateCountsAsBusy) {
   RankResult r;
   summarise_steps(steps, r);
   EXPECT_DOUBLE_EQ(r.busy_ms, (420.0 + 500.0) / 2);
+  EXPECT_DOUBLE_EQ(r.host_update_ms, 260);
 }
 
 TEST(NodeThroughput, RanksAreGroupedByHostInTheOrderOfTheirFirstRank) {
@@ -112,6 +114,23 @@ TEST(RankSpread, ASlowRankIsNamedWithItsClockPowerAndLimits) {
   EXPECT_EQ(s.note,
             "rank 2 is 7.6% slower than rank 0: SM clock 1,410 MHz against 1,590, power 700 W of 700, power cap (96% "
             "of samples), host node-b");
+}
+
+TEST(RankSpread, AnOffloadRankIsNamedWithItsHostUpdateFirst) {
+  // Four ranks on one host run their CPU optimizers side by side; rank 1's took longest.
+  std::vector<RankResult> ranks = {rank_on(0, "a", 432, 373, 1), rank_on(1, "a", 432, 381, 1),
+                                   rank_on(2, "a", 432, 357, 1), rank_on(3, "a", 432, 362, 1)};
+  const double host_update_ms[] = {361, 372.4, 340.6, 349};
+  for (RankResult& r : ranks) {
+    r.host_update_ms = host_update_ms[r.rank];
+    r.telemetry.samples = 100;
+    r.telemetry.sm_clock_mhz = 1965;
+  }
+  const RankSpread s = rank_spread(ranks);
+  ASSERT_TRUE(s.flagged);
+  EXPECT_EQ(s.note, "rank 1 is 6.5% slower than rank 2: host update 372 ms against 341, SM clock 1,965 MHz against 1,965");
+  const RankResult back = rank_result_from_json(to_json(ranks[1]));
+  EXPECT_DOUBLE_EQ(back.host_update_ms, 372.4);
 }
 
 TEST(RankSpread, AStepTimeSpreadAloneIsFlaggedToo) {
