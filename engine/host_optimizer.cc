@@ -65,8 +65,8 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
                              const std::vector<bool>& speculative_units)
     : store_(store), second_moment_(needs_second_moment), threads_(std::max(1, threads)) {
   const DType dtype = store.dtype();
-  ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16, "the CPU optimizer takes fp32 or bf16 models, not ",
-           dtype_name(dtype));
+  ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+           "the CPU optimizer takes fp32, bf16 or fp16 models, not ", dtype_name(dtype));
   auto allocate_state = [&](int64_t n) {
     const Shape shape{n};
     StateArrays arrays;
@@ -334,7 +334,7 @@ void HostOptimizer::speculate_unit(size_t u, const OptimizerParams& params) {
   void* weights = store_.params_on_host() ? store_.optimizer_params(u).data : unit.spare_weights.data();
   CpuOptimizerShard shard{static_cast<float*>(unit.spare.master.data()), unit.io.data(),
                           static_cast<float*>(unit.spare.m.data()), static_cast<float*>(unit.spare.v.data()),
-                          weights, unit.n, store_.dtype() == DType::f32};
+                          weights, unit.n, store_.dtype()};
   shard.master_in = static_cast<const float*>(unit.state.master.data());
   shard.m_in = static_cast<const float*>(unit.state.m.data());
   shard.v_in = static_cast<const float*>(unit.state.v.data());
@@ -345,8 +345,7 @@ void HostOptimizer::update_unit(size_t u, float* master, float* m, float* v, con
                                 OffloadTimes& times) {
   const auto start = Clock::now();
   // The new weights may overwrite the gradient in place: each position is read before it is written.
-  cpu_optimizer_step({master, units_[u].io.data(), m, v, updated_weights(u).data, units_[u].n,
-                      store_.dtype() == DType::f32},
+  cpu_optimizer_step({master, units_[u].io.data(), m, v, updated_weights(u).data, units_[u].n, store_.dtype()},
                      params);
   times.cpu_ms += ms_since(start);
   mark_done(u);

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/bf16.h"
+#include "core/f16.h"
 #include "core/check.h"
 
 namespace zb {
@@ -134,15 +135,17 @@ std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, 
 
 namespace {
 
-// Host weights take the values directly: fp32 as they are, bf16 rounded to nearest even as on the device.
+// Host weights take the values directly: fp32 as they are, bf16 and fp16 rounded to nearest even as on the device.
 void write_on_host(const std::vector<float>& values, Tensor& weights) {
   if (weights.dtype == DType::f32) {
     std::copy(values.begin(), values.end(), static_cast<float*>(weights.data));
     return;
   }
-  ZB_CHECK(weights.dtype == DType::bf16, "host weights of dtype ", dtype_name(weights.dtype));
+  ZB_CHECK(weights.dtype == DType::bf16 || weights.dtype == DType::f16, "host weights of dtype ",
+           dtype_name(weights.dtype));
+  const auto round = weights.dtype == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
   uint16_t* out = static_cast<uint16_t*>(weights.data);
-  for (size_t i = 0; i < values.size(); ++i) out[i] = float_to_bf16_bits(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) out[i] = round(values[i]);
 }
 
 }  // namespace

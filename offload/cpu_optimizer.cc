@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <cstdlib>
 
 #include "core/bf16.h"
+#include "core/f16.h"
 #include "core/check.h"
 
 namespace zb {
@@ -48,10 +50,23 @@ StateInputs state_inputs(const CpuOptimizerShard& s) {
   return {s.master_in ? s.master_in : s.master, s.m_in ? s.m_in : s.m, s.v_in ? s.v_in : s.v};
 }
 
-inline float load_value(const uint16_t* p, int64_t i) { return bf16_bits_to_float(p[i]); }
+// The model's 16-bit element types, as their bits.
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+inline float load_value(const Bf16* p, int64_t i) { return bf16_bits_to_float(p[i].bits); }
+inline float load_value(const F16* p, int64_t i) { return f16_bits_to_float(p[i].bits); }
 inline float load_value(const float* p, int64_t i) { return p[i]; }
-inline void store_value(uint16_t* p, int64_t i, float x) { p[i] = float_to_bf16_bits(x); }
+inline void store_value(Bf16* p, int64_t i, float x) { p[i].bits = float_to_bf16_bits(x); }
+inline void store_value(F16* p, int64_t i, float x) { p[i].bits = float_to_f16_bits(x); }
 inline void store_value(float* p, int64_t i, float x) { p[i] = x; }
+
+// The scalar path's element type of a 16-bit model.
+template <bool kHalf>
+using Sixteen = std::conditional_t<kHalf, F16, Bf16>;
 
 // Out of place (the speculative update), the state and the weights go to memory that is not in cache: a
 // plain store would first read each line (read-for-ownership), 14 more bytes per element on a kernel that
@@ -86,7 +101,7 @@ __attribute__((target("avx512f"))) inline void store16(float* p, __m512 x, bool 
 }
 
 // Elements [begin, end), one at a time: the reference the vector paths follow. Model is the gradients' and
-// the weights' copy's element type (bf16 bits or float).
+// the weights' copy's element type (Bf16, F16 or float).
 template <typename Model>
 void step_scalar(const CpuOptimizerShard& s, const Coefficients& c, int64_t begin, int64_t end) {
   const Model* grad = static_cast<const Model*>(s.grad);
@@ -120,8 +135,10 @@ __attribute__((target("avx2,fma"))) __m256i round_to_bf16_avx2(__m256i bits) {
   return _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
 }
 
-__attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, const Coefficients& c,
-                                                   Streaming streaming, int64_t begin, int64_t end) {
+// kHalf: the model is fp16 (the F16C conversions, rounding to nearest even), else bf16.
+template <bool kHalf>
+__attribute__((target("avx2,fma,f16c"))) void step_avx2(const CpuOptimizerShard& s, const Coefficients& c,
+                                                        Streaming streaming, int64_t begin, int64_t end) {
   const __m256 lr = _mm256_set1_ps(c.lr), b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
   const __m256 one_b1 = _mm256_set1_ps(1 - c.beta1), one_b2 = _mm256_set1_ps(1 - c.beta2);
   const __m256 eps = _mm256_set1_ps(c.eps), wd = _mm256_set1_ps(c.wd), scale = _mm256_set1_ps(c.scale);
@@ -134,7 +151,7 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m128i g16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(grad + i));
-    __m256 g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(g16), 16));
+    __m256 g = kHalf ? _mm256_cvtph_ps(g16) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(g16), 16));
     g = _mm256_mul_ps(g, scale);
     __m256 param = _mm256_loadu_ps(master_in + i);
     const __m256 m = _mm256_loadu_ps(m_in + i);
@@ -155,18 +172,23 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
     }
     store8(s.master + i, param, streaming.state);
     if (out) {
-      const __m256i rounded = round_to_bf16_avx2(_mm256_castps_si256(param));
-      // Pack the eight 32-bit halves into 16 bits: packus works per 128-bit lane, the permute joins the lanes.
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
+      __m128i packed;
+      if constexpr (kHalf) {
+        packed = _mm256_cvtps_ph(param, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      } else {
+        const __m256i rounded = round_to_bf16_avx2(_mm256_castps_si256(param));
+        // Pack the eight 32-bit halves into 16 bits: packus works per 128-bit lane, the permute joins the lanes.
+        packed = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08));
+      }
       auto* target = reinterpret_cast<__m128i*>(out + i);
       if (streaming.weights) {
-        _mm_stream_si128(target, _mm256_castsi256_si128(packed));
+        _mm_stream_si128(target, packed);
       } else {
-        _mm_storeu_si128(target, _mm256_castsi256_si128(packed));
+        _mm_storeu_si128(target, packed);
       }
     }
   }
-  step_scalar<uint16_t>(s, c, i, end);
+  step_scalar<Sixteen<kHalf>>(s, c, i, end);
   if (streaming.state) _mm_sfence();  // the streamed lines are visible before the unit is marked done
 }
 
@@ -174,6 +196,7 @@ __attribute__((target("avx2,fma"))) void step_avx2(const CpuOptimizerShard& s, c
 // operands); the warning is about the header, not this code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <bool kHalf>
 __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, const Coefficients& c,
                                                     Streaming streaming, int64_t begin, int64_t end) {
   const __m512 lr = _mm512_set1_ps(c.lr), b1 = _mm512_set1_ps(c.beta1), b2 = _mm512_set1_ps(c.beta2);
@@ -189,7 +212,7 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m256i g16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(grad + i));
-    __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(g16), 16));
+    __m512 g = kHalf ? _mm512_cvtph_ps(g16) : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(g16), 16));
     g = _mm512_mul_ps(g, scale);
     __m512 param = _mm512_loadu_ps(master_in + i);
     const __m512 m = _mm512_loadu_ps(m_in + i);
@@ -210,18 +233,24 @@ __attribute__((target("avx512f"))) void step_avx512(const CpuOptimizerShard& s, 
     }
     store16(s.master + i, param, streaming.state);
     if (out) {
-      const __m512i bits = _mm512_castps_si512(param);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
-      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round_bias, lsb)), 16);
+      __m256i packed;
+      if constexpr (kHalf) {
+        packed = _mm512_cvtps_ph(param, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      } else {
+        const __m512i bits = _mm512_castps_si512(param);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), one);
+        const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(round_bias, lsb)), 16);
+        packed = _mm512_cvtepi32_epi16(rounded);
+      }
       auto* target = reinterpret_cast<__m256i*>(out + i);
       if (streaming.weights) {
-        _mm256_stream_si256(target, _mm512_cvtepi32_epi16(rounded));
+        _mm256_stream_si256(target, packed);
       } else {
-        _mm256_storeu_si256(target, _mm512_cvtepi32_epi16(rounded));
+        _mm256_storeu_si256(target, packed);
       }
     }
   }
-  step_scalar<uint16_t>(s, c, i, end);
+  step_scalar<Sixteen<kHalf>>(s, c, i, end);
   if (streaming.state) _mm_sfence();  // the streamed lines are visible before the unit is marked done
 }
 #pragma GCC diagnostic pop
@@ -242,7 +271,9 @@ void use_optimizer_threads(int threads) { omp_set_num_threads(std::max(1, thread
 
 SimdLevel best_simd_level() {
   if (__builtin_cpu_supports("avx512f")) return SimdLevel::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::avx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return SimdLevel::avx2;
+  }
   return SimdLevel::scalar;
 }
 
@@ -266,13 +297,15 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
     std::copy_n(shard.m_in, shard.n, shard.m);
     if (shard.v_in) std::copy_n(shard.v_in, shard.n, shard.v);
   }
+  const auto write = [&]<typename Model>() {
+    Model* out = static_cast<Model*>(shard.params_out);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < shard.n; ++i) {
-    if (shard.fp32_model) {
-      store_value(static_cast<float*>(shard.params_out), i, master[i]);
-    } else {
-      store_value(static_cast<uint16_t*>(shard.params_out), i, master[i]);
-    }
+    for (int64_t i = 0; i < shard.n; ++i) store_value(out, i, master[i]);
+  };
+  switch (shard.model) {
+    case DType::f32: return write.template operator()<float>();
+    case DType::f16: return write.template operator()<F16>();
+    default: return write.template operator()<Bf16>();
   }
 }
 
@@ -280,6 +313,8 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
 
 void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level) {
   ZB_CHECK(int(level) <= int(best_simd_level()), "this CPU does not run ", simd_level_name(level));
+  ZB_CHECK(shard.model == DType::f32 || shard.model == DType::bf16 || shard.model == DType::f16,
+           "cpu_optimizer_step: models are fp32, bf16 or fp16, not ", dtype_name(shard.model));
   ZB_CHECK(shard.n >= 0 && shard.master && shard.grad && shard.m && (params.kind == OptimizerKind::sgd || shard.v),
            "cpu_optimizer_step: missing buffers");
   if (params.skip) return write_weights_of_master(shard);
@@ -294,14 +329,21 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
-    if (shard.fp32_model) {
+    if (shard.model == DType::f32) {
       step_scalar<float>(shard, c, begin, end);
       continue;
     }
+    const bool half = shard.model == DType::f16;
     switch (level) {
-      case SimdLevel::avx512: step_avx512(shard, c, streaming, begin, end); break;
-      case SimdLevel::avx2: step_avx2(shard, c, streaming, begin, end); break;
-      case SimdLevel::scalar: step_scalar<uint16_t>(shard, c, begin, end); break;
+      case SimdLevel::avx512:
+        half ? step_avx512<true>(shard, c, streaming, begin, end) : step_avx512<false>(shard, c, streaming, begin, end);
+        break;
+      case SimdLevel::avx2:
+        half ? step_avx2<true>(shard, c, streaming, begin, end) : step_avx2<false>(shard, c, streaming, begin, end);
+        break;
+      case SimdLevel::scalar:
+        half ? step_scalar<F16>(shard, c, begin, end) : step_scalar<Bf16>(shard, c, begin, end);
+        break;
     }
   }
 }

@@ -1,5 +1,5 @@
 // The CPU optimizer of the offload strategies: AdamW, Adam and SGD over a shard's fp32 master weights and
-// moments in (pinned) host memory, bf16 gradients in, bf16 weights out: the GPU's fused optimizer kernel up to
+// moments in (pinned) host memory, bf16 (or fp16) gradients in, bf16 (fp16) weights out: the GPU's fused optimizer kernel up to
 // rounding (bias corrections in double, folded into a step size and a factor under the square root so that
 // an element costs one division; the clipping factor applied to the gradient first).
 // Vectorised with AVX-512 or AVX2+FMA, chosen at run time from what the CPU supports, over OpenMP threads.
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/dtype.h"
 #include "kernels/optimizer_params.h"
 
 namespace zb {
@@ -23,16 +24,16 @@ std::string_view simd_level_name(SimdLevel level);
 // may be grad itself (each position's gradient is read before its weight is written there).
 // The state is updated in place, or, with master_in/m_in/v_in set, read from those and written to
 // master/m/v (the speculative update of the offload strategies keeps the state it started from).
-// Gradients and the weights' copy are bf16 bits (mixed precision) or, with fp32_model, fp32 (the CPU
-// backend's training dtype; those take the scalar path, which is there for correctness, not speed).
+// Gradients and the weights' copy are of the model's dtype: bf16 or fp16 bits (mixed precision), or fp32 (the
+// CPU backend's training dtype; those take the scalar path, which is there for correctness, not speed).
 struct CpuOptimizerShard {
   float* master = nullptr;
-  const void* grad = nullptr;  // bf16 bits, or float with fp32_model
+  const void* grad = nullptr;  // of `model`'s dtype
   float* m = nullptr;
   float* v = nullptr;
-  void* params_out = nullptr;  // bf16 bits rounded to nearest even, or float with fp32_model
+  void* params_out = nullptr;  // of `model`'s dtype, rounded to nearest even
   int64_t n = 0;
-  bool fp32_model = false;
+  DType model = DType::bf16;  // bf16, f16 or f32
   const float* master_in = nullptr;  // null: master itself (likewise m_in and v_in)
   const float* m_in = nullptr;
   const float* v_in = nullptr;

@@ -1,5 +1,5 @@
 // Causal attention launchers: the tensor-core flash kernels for bf16 with head size 64 or 128, the simple
-// CUDA-core kernels otherwise (fp32 mode, other head sizes).
+// CUDA-core kernels otherwise (fp32 and fp16, other head sizes; fp16 runs cuDNN's fused attention by default).
 #include <cmath>
 #include <type_traits>
 
@@ -109,20 +109,22 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
 namespace {
 
 // One thread per element of a key (value) head: the sum, in fp32, of its group's query-head gradients.
-__global__ void sum_head_groups_kernel(const bf16* full, AttentionShape s, bf16* dst) {
+template <typename T>
+__global__ void sum_head_groups_kernel(const T* full, AttentionShape s, T* dst) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= s.tokens() * s.kv_width()) return;
   const int64_t token = i / s.kv_width(), g = i % s.kv_width() / s.head_dim, e = i % s.head_dim;
-  const bf16* group = full + token * s.q_width() + g * s.group_size() * s.head_dim + e;
+  const T* group = full + token * s.q_width() + g * s.group_size() * s.head_dim + e;
   float sum = 0.0f;
-  for (int64_t h = 0; h < s.group_size(); ++h) sum += __bfloat162float(group[h * s.head_dim]);
-  dst[token * s.qkv_width() + g * s.head_dim + e] = __float2bfloat16(sum);
+  for (int64_t h = 0; h < s.group_size(); ++h) sum += to_float(group[h * s.head_dim]);
+  dst[token * s.qkv_width() + g * s.head_dim + e] = from_float<T>(sum);
 }
 
 }  // namespace
 
-void sum_head_groups(const bf16* full, const AttentionShape& s, bf16* dst, cudaStream_t stream) {
-  sum_head_groups_kernel<<<blocks_for(s.tokens() * s.kv_width(), 256), 256, 0, stream>>>(full, s, dst);
+template <typename T>
+void sum_head_groups(const T* full, const AttentionShape& s, T* dst, cudaStream_t stream) {
+  sum_head_groups_kernel<T><<<blocks_for(s.tokens() * s.kv_width(), 256), 256, 0, stream>>>(full, s, dst);
   ZB_CUDA_CHECK_LAUNCH();
 }
 
@@ -132,5 +134,10 @@ template void attention_backward<float>(const float*, const float*, const float*
                                         float*, Scratch, cudaStream_t);
 template void attention_backward<bf16>(const bf16*, const bf16*, const bf16*, const float*, const AttentionShape&,
                                        bf16*, Scratch, cudaStream_t);
+template void attention_forward<f16>(const f16*, const AttentionShape&, f16*, float*, cudaStream_t);
+template void attention_backward<f16>(const f16*, const f16*, const f16*, const float*, const AttentionShape&, f16*,
+                                      Scratch, cudaStream_t);
+template void sum_head_groups<bf16>(const bf16*, const AttentionShape&, bf16*, cudaStream_t);
+template void sum_head_groups<f16>(const f16*, const AttentionShape&, f16*, cudaStream_t);
 
 }  // namespace zb::cuda

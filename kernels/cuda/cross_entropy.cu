@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// exp as the kernels need it: the fast approximation in bf16 runs (its error is far below bf16's rounding), the
+// exp as the kernels need it: the fast approximation in 16-bit runs (its error is far below bf16's or fp16's rounding), the
 // accurate one in fp32 runs, whose rows of 10^5 logits the approximation would miss by 1e-5.
 template <typename T>
 __device__ __forceinline__ float exp_for(float x) {
@@ -109,8 +109,8 @@ __global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, in
   }
 }
 
-// exp(x - shift) for many x: in bf16 runs one fused multiply-add and the hardware's approximate exp2 (its
-// error is far below bf16's rounding); in fp32 runs exp_for's accurate expf.
+// exp(x - shift) for many x: in 16-bit runs one fused multiply-add and the hardware's approximate exp2 (its
+// error is far below the 16-bit types' rounding); in fp32 runs exp_for's accurate expf.
 template <typename T>
 struct ShiftedExp {
   static constexpr float kLog2e = 1.4426950408889634f;
@@ -127,13 +127,13 @@ struct ShiftedExp {
   }
 };
 
-// The largest of a vector's first `valid` values (all kVec of them for whole vectors: paired bf16 maxima).
+// The largest of a vector's first `valid` values (all kVec of them for whole vectors: paired 16-bit maxima).
 template <typename T>
 __device__ __forceinline__ float vector_max(const Vec16<T>& v, int valid) {
   if constexpr (sizeof(T) == 2) {
     if (valid == Vec16<T>::kSize) {
-      const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(v.v);
-      const __nv_bfloat162 a = __hmax2(__hmax2(pairs[0], pairs[1]), __hmax2(pairs[2], pairs[3]));
+      const auto* pairs = reinterpret_cast<const typename Pair<T>::type*>(v.v);
+      const typename Pair<T>::type a = __hmax2(__hmax2(pairs[0], pairs[1]), __hmax2(pairs[2], pairs[3]));
       return fmaxf(__low2float(a), __high2float(a));
     }
   }
@@ -144,14 +144,14 @@ __device__ __forceinline__ float vector_max(const Vec16<T>& v, int valid) {
   return m;
 }
 
-// A vector of kVec floats as T: bf16 pairs converted in one instruction each.
+// A vector of kVec floats as T: 16-bit pairs converted in one instruction each.
 template <typename T>
 __device__ __forceinline__ Vec16<T> vector_of(const float (&g)[Vec16<T>::kSize]) {
   Vec16<T> out;
   if constexpr (sizeof(T) == 2) {
-    auto* pairs = reinterpret_cast<__nv_bfloat162*>(out.v);
+    auto* pairs = reinterpret_cast<typename Pair<T>::type*>(out.v);
 #pragma unroll
-    for (int k = 0; k < Vec16<T>::kSize / 2; ++k) pairs[k] = __floats2bfloat162_rn(g[2 * k], g[2 * k + 1]);
+    for (int k = 0; k < Vec16<T>::kSize / 2; ++k) pairs[k] = Pair<T>::of(g[2 * k], g[2 * k + 1]);
   } else {
 #pragma unroll
     for (int k = 0; k < Vec16<T>::kSize; ++k) out.v[k] = g[k];
@@ -171,7 +171,7 @@ __device__ __forceinline__ Vec16<T> vector_of(const float (&g)[Vec16<T>::kSize])
 // vocabulary and the target, so each pass walks the whole vectors without a check, then, continuing the same
 // thread's stride, the one that straddles `vocab` and the padding with them; the target's gradient is written
 // again afterwards by the thread that wrote its vector.
-// The sum keeps one partial a vector lane (independent additions instead of a chain), and in bf16 runs the
+// The sum keeps one partial a vector lane (independent additions instead of a chain), and in 16-bit runs the
 // gradient's scale is folded into the exponential's shift: exp(x - lse) * s = exp(x - (lse - log s)), s > 0.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -292,5 +292,7 @@ template void cross_entropy<float>(const float*, const int32_t*, int64_t, int64_
                                    cudaStream_t);
 template void cross_entropy<bf16>(const bf16*, const int32_t*, int64_t, int64_t, int64_t, float*, bf16*, float,
                                   cudaStream_t);
+template void cross_entropy<f16>(const f16*, const int32_t*, int64_t, int64_t, int64_t, float*, f16*, float,
+                                 cudaStream_t);
 
 }  // namespace zb::cuda

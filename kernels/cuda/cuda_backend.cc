@@ -21,21 +21,25 @@ namespace zb {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
-// Returns fn.template operator()<T>() with T = float or __nv_bfloat16, matching dtype.
+// Returns fn.template operator()<T>() with T = float, __nv_bfloat16 or __half, matching dtype.
 template <typename Fn>
 auto dispatch(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::f32: return fn.template operator()<float>();
     case DType::bf16: return fn.template operator()<bf16>();
-    default: ZB_CHECK(false, "the CUDA backend computes in fp32 or bf16, not ", dtype_name(dtype));
+    case DType::f16: return fn.template operator()<f16>();
+    default: ZB_CHECK(false, "the CUDA backend computes in fp32, bf16 or fp16, not ", dtype_name(dtype));
   }
   return fn.template operator()<float>();  // not reached: ZB_CHECK threw
 }
 
 template <typename T>
 cudaDataType_t cuda_type() {
-  return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  else if constexpr (std::is_same_v<T, f16>) return CUDA_R_16F;
+  else return CUDA_R_16BF;
 }
 
 struct CudaTimingEvent final : TimingEvent {
@@ -415,7 +419,9 @@ std::string CudaBackend::kernel_choices() const {
 
 #ifdef ZB_HAVE_CUDNN
 cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
-  if (options_.attention != AttentionKernels::cudnn || qkv.dtype != DType::bf16) return nullptr;
+  if (options_.attention != AttentionKernels::cudnn || (qkv.dtype != DType::bf16 && qkv.dtype != DType::f16)) {
+    return nullptr;
+  }
   if (!cudnn_attention_) cudnn_attention_ = std::make_shared<cuda::CudnnAttention>();
   return cudnn_attention_.get();
 }
@@ -425,9 +431,9 @@ void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, 
   checks::attention(qkv, s, out, lse, device());
 #ifdef ZB_HAVE_CUDNN
   if (cuda::CudnnAttention* fused = cudnn_attention(qkv)) {
-    if (const std::optional<size_t> bytes = fused->forward_workspace(s)) {
+    if (const std::optional<size_t> bytes = fused->forward_workspace(s, qkv.dtype)) {
       const cuda::Scratch sc = scratch(*bytes);
-      fused->forward(qkv.data, s, out.data, lse.as<float>(), sc.data, stream_);
+      fused->forward(qkv.data, s, qkv.dtype, out.data, lse.as<float>(), sc.data, stream_);
       ++attention_use_.cudnn_forward;
       return;
     }
@@ -446,9 +452,9 @@ void CudaBackend::attention_backward(const Tensor& dout, const Tensor& qkv, cons
   checks::same_shape(qkv, dqkv, "attention dqkv", device());
 #ifdef ZB_HAVE_CUDNN
   if (cuda::CudnnAttention* fused = cudnn_attention(qkv)) {
-    if (const std::optional<size_t> bytes = fused->backward_workspace(s)) {
+    if (const std::optional<size_t> bytes = fused->backward_workspace(s, qkv.dtype)) {
       const cuda::Scratch sc = scratch(*bytes);
-      fused->backward(dout.data, qkv.data, out.data, lse.as<float>(), s, dqkv.data, sc.data, stream_);
+      fused->backward(dout.data, qkv.data, out.data, lse.as<float>(), s, qkv.dtype, dqkv.data, sc.data, stream_);
       ++attention_use_.cudnn_backward;
       return;
     }

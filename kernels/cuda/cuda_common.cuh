@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,15 +17,35 @@
 namespace zb::cuda {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(f16 x) { return __half2float(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
 __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+// Rounds to nearest even; beyond fp16's largest finite value (65504) gives infinity, which the loss scale's
+// overflow check then sees.
+template <>
+__device__ __forceinline__ f16 from_float<f16>(float x) { return __float2half_rn(x); }
+
+// Two 16-bit elements in one register, for the paired instructions (__hmax2, __low2float, ...).
+template <typename T>
+struct Pair;
+template <>
+struct Pair<bf16> {
+  using type = __nv_bfloat162;
+  static __device__ __forceinline__ type of(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
+};
+template <>
+struct Pair<f16> {
+  using type = __half2;
+  static __device__ __forceinline__ type of(float lo, float hi) { return __floats2half2_rn(lo, hi); }
+};
 
 // kVec elements of T in 16 bytes, loaded and stored in one instruction.
 template <typename T>

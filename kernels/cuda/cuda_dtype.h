@@ -1,7 +1,8 @@
-// Lets Tensor::as<__nv_bfloat16>() check and hand out bf16 elements.
+// Lets Tensor::as<__nv_bfloat16>() and as<__half>() check and hand out bf16 and fp16 elements.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "core/dtype.h"
 
@@ -10,6 +11,11 @@ namespace zb {
 template <>
 struct DTypeOf<__nv_bfloat16> {
   static constexpr DType value = DType::bf16;
+};
+
+template <>
+struct DTypeOf<__half> {
+  static constexpr DType value = DType::f16;
 };
 
 }  // namespace zb

@@ -1,9 +1,10 @@
 // The CUDA kernels' launchers, on raw device pointers, all asynchronous on `stream`.
-// T is float (fp32 mode) or __nv_bfloat16; statistics (mean, rstd, lse, losses) and optimizer state are fp32.
+// T is float (fp32 mode), __nv_bfloat16 or __half; statistics (mean, rstd, lse, losses) and optimizer state are fp32.
 // CudaBackend (cuda_backend.h) checks the tensors and calls these.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -74,8 +75,9 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
                         T* dqkv, Scratch scratch, cudaStream_t stream);
 // Grouped-query attention's key (or value) gradient from per-query-head ones: dst[t, g, :] = the sum over the
 // query heads h of group g of full[t, h, :], for full [tokens, heads * head_dim] and dst the key (value) heads
-// of a dqkv [tokens, qkv_width].
-void sum_head_groups(const __nv_bfloat16* full, const AttentionShape& shape, __nv_bfloat16* dst, cudaStream_t stream);
+// of a dqkv [tokens, qkv_width]. T is one of the 16-bit types.
+template <typename T>
+void sum_head_groups(const T* full, const AttentionShape& shape, T* dst, cudaStream_t stream);
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
 

@@ -41,32 +41,37 @@ enum Uid : int64_t {
   kDqAccumulator,  // the backward's fp32 query gradient, in the workspace
 };
 
+// qkv's elements as raw 16 bits (bf16 or fp16 alike), for offsets into it.
+using Element = uint16_t;
+
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Views of the fused projection and of the other tensors, as 4-D [batch, heads, seq, head_dim] strides.
 struct Layout {
   int64_t b, h, kv, s, d, w;
-  explicit Layout(const AttentionShape& shape)
-      : b(shape.batch), h(shape.heads), kv(shape.kv_heads), s(shape.seq), d(shape.head_dim), w(shape.qkv_width()) {}
+  cudnnDataType_t data;  // of qkv, out and their gradients: bf16 or fp16
+  Layout(const AttentionShape& shape, DType dtype)
+      : b(shape.batch), h(shape.heads), kv(shape.kv_heads), s(shape.seq), d(shape.head_dim), w(shape.qkv_width()),
+        data(dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16) {}
 
   // Query heads of qkv (or of dqkv).
-  TensorSpec query(int64_t uid) const { return {{b, h, s, d}, {s * w, d, w, 1}, CUDNN_DATA_BFLOAT16, uid}; }
+  TensorSpec query(int64_t uid) const { return {{b, h, s, d}, {s * w, d, w, 1}, data, uid}; }
   // Key or value heads of qkv (or dqkv), as stored.
-  TensorSpec key_value(int64_t uid) const { return {{b, kv, s, d}, {s * w, d, w, 1}, CUDNN_DATA_BFLOAT16, uid}; }
+  TensorSpec key_value(int64_t uid) const { return {{b, kv, s, d}, {s * w, d, w, 1}, data, uid}; }
   // The same, transposed in the last two dimensions by the strides alone.
   TensorSpec key_value_transposed(int64_t uid) const {
-    return {{b, kv, d, s}, {s * w, d, 1, w}, CUDNN_DATA_BFLOAT16, uid};
+    return {{b, kv, d, s}, {s * w, d, 1, w}, data, uid};
   }
   // out, dout, and per-query-head key/value gradients: [tokens, heads * head_dim].
   TensorSpec per_query_head(int64_t uid) const {
-    return {{b, h, s, d}, {s * h * d, d, h * d, 1}, CUDNN_DATA_BFLOAT16, uid};
+    return {{b, h, s, d}, {s * h * d, d, h * d, 1}, data, uid};
   }
   // lse and the backward's row sums: [batch, heads, seq] fp32.
   TensorSpec rows(int64_t uid) const { return {{b, h, s, 1}, {h * s, s, 1, 1}, CUDNN_DATA_FLOAT, uid}; }
   Dims scores() const { return {b, h, s, s}; }
   Dims row_dims() const { return {b, h, s, 1}; }
-  // Scores transposed by strides (keys by queries), in bf16 for the products that read them.
-  TensorSpec scores_transposed() const { return {{b, h, s, s}, {h * s * s, s * s, 1, s}, CUDNN_DATA_BFLOAT16, 0}; }
+  // Scores transposed by strides (keys by queries), in the data type for the products that read them.
+  TensorSpec scores_transposed() const { return {{b, h, s, s}, {h * s * s, s * s, 1, s}, data, 0}; }
 
   size_t dq_accumulator_bytes() const { return round_up(size_t(b * h * s * d) * sizeof(float)); }
   size_t softmax_sum_bytes() const { return round_up(size_t(b * h * s) * sizeof(float)); }
@@ -111,7 +116,7 @@ void build_forward(Graph& g, const Layout& l, cudnnDataType_t index_precision) {
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
   g.pointwise(CUDNN_POINTWISE_LOG, row_sum, log_sum);
   g.pointwise(CUDNN_POINTWISE_ADD, row_max, stats, log_sum);
-  Graph::Tensor probabilities = g.intermediate(l.scores(), CUDNN_DATA_BFLOAT16);  // the second product's input type
+  Graph::Tensor probabilities = g.intermediate(l.scores(), l.data);  // the second product's input type
   g.pointwise(CUDNN_POINTWISE_DIV, exps, probabilities, row_sum);
   g.matmul(probabilities, v, o);
 }
@@ -203,8 +208,9 @@ CudnnAttention::~CudnnAttention() {
   if (handle_) cudnnDestroy(handle_);
 }
 
-CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s) {
-  const Key key{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
+CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s, DType dtype) {
+  ZB_CHECK(dtype == DType::bf16 || dtype == DType::f16, "cuDNN attention takes bf16 or fp16, not ", dtype_name(dtype));
+  const Key key{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, int(dtype)};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plans = std::make_unique<Plans>();
@@ -212,7 +218,7 @@ CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s) {
   // -infinity where the fusion engines take it (cuDNN 9.10 on); the lowest float before.
   plans->negative_infinity =
       cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
-  const Layout layout(s);
+  const Layout layout(s, dtype);
   if (s.head_dim % 8 != 0 || s.head_dim > 128 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
     plans->forward_why = plans->backward_why =
         cat("cuDNN's fused attention takes head sizes that are multiples of 8 up to 128 (this one: ", s.head_dim, ")");
@@ -233,8 +239,8 @@ CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s) {
   return *(plans_[key] = std::move(plans));
 }
 
-std::optional<size_t> CudnnAttention::forward_workspace(const AttentionShape& s) {
-  const Plans& plans = plans_for(s);
+std::optional<size_t> CudnnAttention::forward_workspace(const AttentionShape& s, DType dtype) {
+  const Plans& plans = plans_for(s, dtype);
   why_ = plans.forward_why.empty() ? "" : cat("forward: ", plans.forward_why);
   if (plans.forward.empty()) return std::nullopt;
   int64_t most = 0;  // any candidate may be the one that runs
@@ -242,25 +248,25 @@ std::optional<size_t> CudnnAttention::forward_workspace(const AttentionShape& s)
   return size_t(most);
 }
 
-std::optional<size_t> CudnnAttention::backward_workspace(const AttentionShape& s) {
-  const Plans& plans = plans_for(s);
+std::optional<size_t> CudnnAttention::backward_workspace(const AttentionShape& s, DType dtype) {
+  const Plans& plans = plans_for(s, dtype);
   why_ = plans.backward_why.empty() ? "" : cat("backward: ", plans.backward_why);
   if (plans.backward.empty()) return std::nullopt;
-  const Layout l(s);
+  const Layout l(s, dtype);
   const size_t grouped = l.grouped() ? 2 * l.per_query_head_bytes() : 0;
   return l.dq_accumulator_bytes() + l.softmax_sum_bytes() + grouped + size_t(plans.backward.front().workspace_bytes());
 }
 
-void CudnnAttention::forward(const void* qkv, const AttentionShape& s, void* out, float* lse, void* workspace,
-                             cudaStream_t stream) {
-  Plans& plans = plans_for(s);
+void CudnnAttention::forward(const void* qkv, const AttentionShape& s, DType dtype, void* out, float* lse,
+                             void* workspace, cudaStream_t stream) {
+  Plans& plans = plans_for(s, dtype);
   ZB_CHECK(!plans.forward.empty(), "cuDNN attention forward without a plan: ", plans.forward_why);
-  const auto* base = static_cast<const __nv_bfloat16*>(qkv);
+  const auto* base = static_cast<const Element*>(qkv);
   const int64_t key_offset = s.q_width(), value_offset = s.q_width() + s.kv_width();
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
   const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
-  const std::vector<void*> pointers{const_cast<__nv_bfloat16*>(base), const_cast<__nv_bfloat16*>(base + key_offset),
-                                    const_cast<__nv_bfloat16*>(base + value_offset), out, lse, &plans.scale,
+  const std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
+                                    const_cast<Element*>(base + value_offset), out, lse, &plans.scale,
                                     &plans.negative_infinity};
   if (plans.forward.size() > 1) {
     // The forward only writes out and lse, so each candidate may run on the real operands.
@@ -285,12 +291,12 @@ void CudnnAttention::forward(const void* qkv, const AttentionShape& s, void* out
 }
 
 void CudnnAttention::backward(const void* dout, const void* qkv, const void* out, const float* lse,
-                              const AttentionShape& s, void* dqkv, void* workspace, cudaStream_t stream) {
-  Plans& plans = plans_for(s);
+                              const AttentionShape& s, DType dtype, void* dqkv, void* workspace, cudaStream_t stream) {
+  Plans& plans = plans_for(s, dtype);
   ZB_CHECK(!plans.backward.empty(), "cuDNN attention backward without a plan: ", plans.backward_why);
-  const Layout l(s);
-  const auto* base = static_cast<const __nv_bfloat16*>(qkv);
-  auto* dbase = static_cast<__nv_bfloat16*>(dqkv);
+  const Layout l(s, dtype);
+  const auto* base = static_cast<const Element*>(qkv);
+  auto* dbase = static_cast<Element*>(dqkv);
   const int64_t key_offset = s.q_width(), value_offset = s.q_width() + s.kv_width();
   auto* bytes = static_cast<char*>(workspace);
   void* dq_accumulator = bytes;
@@ -307,14 +313,18 @@ void CudnnAttention::backward(const void* dout, const void* qkv, const void* out
   plans.backward.front().execute(
       handle_,
       {kQ, kK, kV, kO, kDout, kStats, kScale, kNegativeInfinity, kOne, kDq, kDk, kDv, kSoftmaxSum, kDqAccumulator},
-      {const_cast<__nv_bfloat16*>(base), const_cast<__nv_bfloat16*>(base + key_offset),
-       const_cast<__nv_bfloat16*>(base + value_offset), const_cast<void*>(out), const_cast<void*>(dout),
+      {const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
+       const_cast<Element*>(base + value_offset), const_cast<void*>(out), const_cast<void*>(dout),
        const_cast<float*>(lse), &plans.scale, &plans.negative_infinity, &plans.one, dbase, dk, dv, softmax_sum,
        dq_accumulator},
       rest);
   if (l.grouped()) {
-    sum_head_groups(static_cast<const __nv_bfloat16*>(dk), s, dbase + key_offset, stream);
-    sum_head_groups(static_cast<const __nv_bfloat16*>(dv), s, dbase + value_offset, stream);
+    const auto sum_groups = [&]<typename T>() {
+      sum_head_groups(static_cast<const T*>(dk), s, reinterpret_cast<T*>(dbase + key_offset), stream);
+      sum_head_groups(static_cast<const T*>(dv), s, reinterpret_cast<T*>(dbase + value_offset), stream);
+    };
+    if (dtype == DType::f16) sum_groups.template operator()<__half>();
+    else sum_groups.template operator()<__nv_bfloat16>();
   }
 }
 

@@ -1,4 +1,4 @@
-// CudnnAttention: causal attention (bf16) through cuDNN's fused flash-attention graphs, as an alternative to
+// CudnnAttention: causal attention (bf16 or fp16) through cuDNN's fused flash-attention graphs, as an alternative to
 // our own flash kernels. The graphs read Q, K and V straight out of the fused qkv projection and write the
 // output, the log-sum-exp and the gradients in the same layouts as our kernels do (the log-sum-exp is the
 // natural-log one of the scaled, masked scores in both), so either direction may run on either
@@ -19,6 +19,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/dtype.h"
 #include "kernels/attention_shape.h"
 #include "kernels/timing_summary.h"
 
@@ -35,24 +36,24 @@ class CudnnAttention {
 
   // Device bytes of workspace the forward (backward) needs for `shape`, or nullopt when cuDNN builds no plan
   // for it (see why_unavailable); the caller then runs its own kernels. The first ask builds the plan.
-  std::optional<size_t> forward_workspace(const AttentionShape& shape);
-  std::optional<size_t> backward_workspace(const AttentionShape& shape);
+  std::optional<size_t> forward_workspace(const AttentionShape& shape, DType dtype);
+  std::optional<size_t> backward_workspace(const AttentionShape& shape, DType dtype);
   // Why the last shape asked for has no plan ("" when it has one).
   const std::string& why_unavailable() const { return why_; }
   // How the timed choices of forward plans went.
   const TimingSummary& forward_timing() const { return forward_timing_; }
 
-  // As Backend::attention_forward / attention_backward, bf16 data, on `stream`; `workspace` holds at least
-  // forward_workspace(shape) (backward_workspace(shape)) bytes.
-  void forward(const void* qkv, const AttentionShape& shape, void* out, float* lse, void* workspace,
+  // As Backend::attention_forward / attention_backward, bf16 or fp16 data (`dtype`), on `stream`; `workspace`
+  // holds at least forward_workspace(shape, dtype) (backward_workspace(shape, dtype)) bytes.
+  void forward(const void* qkv, const AttentionShape& shape, DType dtype, void* out, float* lse, void* workspace,
                cudaStream_t stream);
   void backward(const void* dout, const void* qkv, const void* out, const float* lse, const AttentionShape& shape,
-                void* dqkv, void* workspace, cudaStream_t stream);
+                DType dtype, void* dqkv, void* workspace, cudaStream_t stream);
 
  private:
   struct Plans;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
-  Plans& plans_for(const AttentionShape& shape);
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;  // the shape and the dtype
+  Plans& plans_for(const AttentionShape& shape, DType dtype);
 
   cudnnContext* handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plans>> plans_;

@@ -187,15 +187,23 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
+ZB_INSTANTIATE(f16)
 
 template void fill_normal<float>(float*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
 template void fill_normal<bf16>(bf16*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
+template void fill_normal<f16>(f16*, int64_t, uint64_t, uint64_t, int64_t, double, cudaStream_t);
 template void fill_value<float>(float*, int64_t, float, cudaStream_t);
 template void fill_value<bf16>(bf16*, int64_t, float, cudaStream_t);
+template void fill_value<f16>(f16*, int64_t, float, cudaStream_t);
 
 template void convert<float, bf16>(const float*, bf16*, int64_t, cudaStream_t);
 template void convert<bf16, float>(const bf16*, float*, int64_t, cudaStream_t);
 template void convert<float, float>(const float*, float*, int64_t, cudaStream_t);
 template void convert<bf16, bf16>(const bf16*, bf16*, int64_t, cudaStream_t);
+template void convert<float, f16>(const float*, f16*, int64_t, cudaStream_t);
+template void convert<f16, float>(const f16*, float*, int64_t, cudaStream_t);
+template void convert<f16, f16>(const f16*, f16*, int64_t, cudaStream_t);
+template void convert<bf16, f16>(const bf16*, f16*, int64_t, cudaStream_t);
+template void convert<f16, bf16>(const f16*, bf16*, int64_t, cudaStream_t);
 
 }  // namespace zb::cuda

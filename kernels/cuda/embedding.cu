@@ -160,5 +160,6 @@ void embedding_backward(const int32_t* ids, const T* dout, T* dtable, int64_t n,
                                       cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
+ZB_INSTANTIATE(f16)
 
 }  // namespace zb::cuda

@@ -402,5 +402,6 @@ void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulat
   template void bias_backward<T>(const T*, T*, int64_t, int64_t, bool, Scratch, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
+ZB_INSTANTIATE(f16)
 
 }  // namespace zb::cuda

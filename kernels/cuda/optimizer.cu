@@ -230,5 +230,6 @@ void sum_partials(const double* partials, int64_t count, double* result, cudaStr
   template void sum_of_squares_partials<T>(const T*, int64_t, double*, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
+ZB_INSTANTIATE(f16)
 
 }  // namespace zb::cuda

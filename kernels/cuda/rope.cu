@@ -71,5 +71,6 @@ void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& s, int dir
 
 template void rope_rotate<float>(float*, const float*, const AttentionShape&, int, cudaStream_t);
 template void rope_rotate<bf16>(bf16*, const float*, const AttentionShape&, int, cudaStream_t);
+template void rope_rotate<f16>(f16*, const float*, const AttentionShape&, int, cudaStream_t);
 
 }  // namespace zb::cuda

@@ -1,7 +1,7 @@
 // The offload CPU optimizer, at every SIMD level this CPU runs, against the CPU reference backend's
 // optimizer on fresh random shards (AdamW, Adam, SGD; weight decay, a clipping factor, three steps for the
 // bias corrections; a length that leaves a tail for every vector width): master, m and v to 1e-6 relative,
-// and the bf16 copy exactly the rounded master.
+// and the bf16 (fp16) copy exactly the rounded master.
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "core/f16.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "offload/cpu_optimizer.h"
 #include "support/tensor_views.h"
@@ -81,6 +82,55 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CpuOptimizer,
                          [](const ::testing::TestParamInfo<OptimizerKind>& param_info) {
                            return std::string(optimizer_kind_name(param_info.param));
                          });
+
+// fp16 models: the gradients read and the weights written as fp16 (the F16C and AVX-512 conversions at the
+// vector levels, the host's own at the scalar level and in the tails), a gradient scale as a loss scale
+// divides out, and the skipped step of an overflow writing the rounded master and nothing else.
+TEST(CpuOptimizer, Fp16ModelsAtEveryLevelMatchTheReference) {
+  const int64_t n = 100'003;
+  OptimizerParams p;
+  p.lr = 1e-3f;
+  p.weight_decay = 0.1f;
+  p.grad_scale = 1.0f / 1024;  // the gradients below are scaled by a loss scale of 1024
+  for (int level = 0; level <= int(best_simd_level()); ++level) {
+    SCOPED_TRACE(simd_level_name(SimdLevel(level)));
+    Shard ours = random_shard(n, 31);
+    std::mt19937 rng(32);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (uint16_t& g : ours.grad) g = float_to_f16_bits(1024 * 1e-3f * normal(rng));
+    Shard reference = ours;
+    std::vector<float> grad_f32(n);
+    for (int64_t i = 0; i < n; ++i) grad_f32[i] = f16_bits_to_float(reference.grad[i]);
+    for (int64_t step = 1; step <= 3; ++step) {
+      p.step = step;
+      CpuOptimizerShard shard{ours.master.data(), ours.grad.data(), ours.m.data(), ours.v.data(), ours.out.data(), n};
+      shard.model = DType::f16;
+      cpu_optimizer_step(shard, p, SimdLevel(level));
+      cpu::optimizer_step<float>(reference.master.data(), grad_f32.data(), reference.m.data(), reference.v.data(), n,
+                                 p);
+    }
+    EXPECT_LE(test::relative_error(ours.master, reference.master), 1e-6);
+    EXPECT_LE(test::relative_error(ours.m, reference.m), 1e-6);
+    EXPECT_LE(test::relative_error(ours.v, reference.v), 1e-6);
+    EXPECT_GT(test::relative_error(ours.master, random_shard(n, 31).master), 1e-4);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += ours.out[i] != float_to_f16_bits(ours.master[i]);
+    EXPECT_EQ(wrong, 0) << "fp16 copies that are not the rounded master";
+
+    // A skipped step: the state stays, the copy is the rounded master again.
+    const Shard before = ours;
+    std::fill(ours.out.begin(), ours.out.end(), uint16_t(0xffff));
+    p.skip = true;
+    CpuOptimizerShard shard{ours.master.data(), ours.grad.data(), ours.m.data(), ours.v.data(), ours.out.data(), n};
+    shard.model = DType::f16;
+    cpu_optimizer_step(shard, p, SimdLevel(level));
+    p.skip = false;
+    EXPECT_EQ(ours.master, before.master);
+    EXPECT_EQ(ours.m, before.m);
+    EXPECT_EQ(ours.v, before.v);
+    EXPECT_EQ(ours.out, before.out);
+  }
+}
 
 // Training writes the new weights over the gradient they came from (one host buffer carries both): every
 // level must read each position's gradient before writing its weight there.
