@@ -173,6 +173,10 @@ void fill_measurements(BenchRecord& r, const TrainingOptions& options, const Tim
   }
   r.loss_first = timed.loss_first;
   r.loss_last = timed.loss_last;
+  if (options.loss_scaling.enabled) {
+    r.loss_scale = timed.loss_scale;
+    r.skipped_steps = timed.skipped_steps;
+  }
   if (settings.gpu_hour_usd) {
     r.cost_per_1000_samples_usd = *settings.gpu_hour_usd * world / 3600.0 * (1000.0 / *r.samples_per_sec);
   }

@@ -25,12 +25,16 @@ struct TimedSteps {
   double comm_bytes = 0;
   int64_t count = 0;
   std::optional<double> loss_first, loss_last;  // of every step, warm-up included
+  float loss_scale = 1;                         // the last step's gradients' loss scale
+  int64_t skipped_steps = 0;                    // steps skipped for an overflow, warm-up included
   RankSteps rank;                               // every timed step's time, and this rank's busy time and tokens
 
-  // A step's loss (every step, warm-up included).
-  void note_loss(double loss) {
-    if (!loss_first) loss_first = loss;
-    loss_last = loss;
+  // Every step (warm-up included): its loss and loss scale, and whether it was skipped.
+  void note_step(const StepStats& s) {
+    if (!loss_first) loss_first = s.loss;
+    loss_last = s.loss;
+    loss_scale = s.loss_scale;
+    skipped_steps += s.skipped ? 1 : 0;
   }
   // A timed step.
   void add(const StepStats& s, int world);

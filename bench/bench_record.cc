@@ -90,6 +90,8 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("nvme_write_ms", r.nvme_write_ms);
   number("loss_first", r.loss_first);
   number("loss_last", r.loss_last);
+  number("loss_scale", r.loss_scale);
+  j["skipped_steps"] = r.skipped_steps ? nlohmann::ordered_json(*r.skipped_steps) : nlohmann::ordered_json(nullptr);
   number("cost_per_1000_samples_usd", r.cost_per_1000_samples_usd);
   number("efficiency", r.efficiency);
   number("rank_step_spread_pct", r.rank_step_spread_pct);

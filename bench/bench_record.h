@@ -64,6 +64,10 @@ struct BenchRecord {
   std::optional<double> offload_to_host_ms, offload_cpu_optimizer_ms, offload_to_device_ms, offload_wait_ms;
   std::optional<double> nvme_read_ms, nvme_write_ms;
   std::optional<double> loss_first, loss_last;
+  // With loss scaling (fp16): the last step's loss scale and the steps skipped for an overflow (warm-up
+  // included).
+  std::optional<double> loss_scale;
+  std::optional<int64_t> skipped_steps;
   std::optional<double> cost_per_1000_samples_usd;  // with --gpu-hour-usd
   std::optional<double> efficiency;                 // tokens/s per peak GPU GB
   std::string recommendation;

@@ -101,7 +101,7 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
           fail_if_injected(progress);
           if (step == settings_.warmup_steps) telemetry_.start();
           const StepStats stats = trainer->step();
-          timed.note_loss(stats.loss);
+          timed.note_step(stats);
           if (step >= settings_.warmup_steps) timed.add(stats, world);
           ++progress.step;
           on_step(progress);

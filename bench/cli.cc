@@ -47,9 +47,7 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("seed", po::value(&v.seed)->default_value(v.seed), "seed of the initialisation and the synthetic tokens")
     ("device", po::value(&v.device)->default_value(v.device, "cuda if a GPU is visible, else cpu"),
      "cpu, cuda or cuda:N")
-    ("dtype", po::value(&v.dtype)->default_value(v.dtype, "bf16 on cuda, fp32 on cpu"),
-     "bf16 (mixed precision: bf16 weights, activations and gradients, fp32 master weights and optimizer "
-     "state) or fp32")
+    ("dtype", po::value(&v.dtype)->default_value(v.dtype, "bf16 on cuda, fp32 on cpu"), kDtypeHelp)
     ("activation-checkpointing", po::value(&v.activation_checkpointing)->default_value(v.activation_checkpointing),
      kActivationCheckpointingHelp)
     ("data", po::value(&v.data)->default_value(v.data, "synthetic"),
@@ -70,6 +68,25 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
   // clang-format on
   add_aio_flags(flags, v.aio);
   add_zero_flags(flags, v.zero);
+  add_loss_scaling_flags(flags, v);
+}
+
+void add_loss_scaling_flags(po::options_description& flags, TrainingFlags& v) {
+  // clang-format off
+  flags.add_options()
+    ("loss-scale", po::value<double>()->notifier([&v](double x) { v.loss_scale = x; }),
+     "fp16: 0 for a dynamic loss scale (the default), or a fixed scale (DeepSpeed fp16.loss_scale). The "
+     "loss's gradient is multiplied by the scale and the update divides it out; a step whose gradients "
+     "overflow (inf or NaN on any rank) is skipped on every rank")
+    ("initial-scale-power", po::value<int>()->notifier([&v](int x) { v.initial_scale_power = x; }),
+     "fp16, dynamic: the scale starts at 2^this, 0 to 127 (default 16)")
+    ("loss-scale-window", po::value<int64_t>()->notifier([&v](int64_t x) { v.loss_scale_window = x; }),
+     "fp16, dynamic: steps without an overflow after which the scale doubles (default 1000)")
+    ("hysteresis", po::value<int>()->notifier([&v](int x) { v.hysteresis = x; }),
+     "fp16, dynamic: overflows in a row before the scale halves (default 2)")
+    ("min-loss-scale", po::value<double>()->notifier([&v](double x) { v.min_loss_scale = x; }),
+     "fp16, dynamic: the scale halves no further; an overflow there ends the run as diverged (default 1)");
+  // clang-format on
 }
 
 void add_aio_flags(po::options_description& flags, AioConfig& aio) {
@@ -167,7 +184,9 @@ Device resolve_device(const std::string& requested) {
 DType resolve_dtype(const std::string& requested, Device device) {
   if (requested.empty()) return device.is_cuda() ? DType::bf16 : DType::f32;
   const DType dtype = parse_flag("dtype", [&] { return parse_dtype(requested); });
-  if (dtype != DType::f32 && dtype != DType::bf16) throw UsageError("--dtype: accepted: bf16, fp32");
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
+    throw UsageError("--dtype: accepted: bf16, fp16, fp32");
+  }
   if (device.is_cpu() && dtype != DType::f32) {
     throw UsageError(cat("--dtype ", requested, ": the CPU backend computes in fp32 (accepted on cpu: fp32)"));
   }
@@ -175,6 +194,42 @@ DType resolve_dtype(const std::string& requested, Device device) {
 }
 
 }  // namespace
+
+LossScaling loss_scaling_of(const TrainingFlags& f, DType dtype) {
+  LossScaling s;
+  if (dtype != DType::f16) {
+    const char* given = f.loss_scale            ? "loss-scale"
+                        : f.initial_scale_power ? "initial-scale-power"
+                        : f.loss_scale_window   ? "loss-scale-window"
+                        : f.hysteresis          ? "hysteresis"
+                        : f.min_loss_scale      ? "min-loss-scale"
+                                                : nullptr;
+    if (given) {
+      throw UsageError(cat("--", given, ": loss scaling is for --dtype fp16 (", dtype_name(dtype),
+                           " needs none: its range is fp32's)"));
+    }
+    return s;
+  }
+  s.enabled = true;
+  if (f.loss_scale) s.static_scale = require_real(*f.loss_scale, "loss-scale", 0.0, 1e38, /*zero_allowed=*/true);
+  if (f.initial_scale_power) {
+    if (*f.initial_scale_power < 0 || *f.initial_scale_power > 127) {
+      throw UsageError(cat("--initial-scale-power: must be an integer in [0, 127], got ", *f.initial_scale_power));
+    }
+    s.initial_scale_power = *f.initial_scale_power;
+  }
+  if (f.loss_scale_window) {
+    require_positive(*f.loss_scale_window, "loss-scale-window");
+    s.window = *f.loss_scale_window;
+  }
+  if (f.hysteresis) {
+    require_positive(*f.hysteresis, "hysteresis");
+    s.hysteresis = *f.hysteresis;
+  }
+  if (f.min_loss_scale) s.min_scale = require_real(*f.min_loss_scale, "min-loss-scale", 0.0, 1e38, false);
+  validate(s);  // the same rules as a DeepSpeed config's values meet
+  return s;
+}
 
 TrainingRun validate_training_flags(const TrainingFlags& f) {
   TrainingRun run;
@@ -207,6 +262,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
   o.dtype = resolve_dtype(f.dtype, run.device);
+  o.loss_scaling = loss_scaling_of(f, o.dtype);
   o.activation_checkpointing =
       parse_flag("activation-checkpointing", [&] { return parse_activation_checkpointing(f.activation_checkpointing); });
   run.num_steps = f.num_steps;

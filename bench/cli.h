@@ -40,7 +40,16 @@ struct TrainingFlags {
   AioConfig aio;
   bool speculative_update = true;
   std::string activation_checkpointing = "none";
+  // fp16's loss scaling under DeepSpeed's names (fp16.loss_scale, ...); absent: DeepSpeed's defaults.
+  std::optional<double> loss_scale, min_loss_scale;
+  std::optional<int> initial_scale_power, hysteresis;
+  std::optional<int64_t> loss_scale_window;
 };
+
+// The help of --dtype, shared by every program.
+inline constexpr const char* kDtypeHelp =
+    "bf16 (mixed precision: bf16 weights, activations and gradients, fp32 master weights and optimizer state), "
+    "fp16 (the same in fp16, with a loss scale: see --loss-scale; GPU only) or fp32";
 
 // The help of --model, shared by every program that takes one.
 inline constexpr const char* kModelFlagHelp =
@@ -69,6 +78,12 @@ void add_training_flags(boost::program_options::options_description& flags, Trai
 void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values, bool stage_flag = true);
 // DeepSpeed's aio settings under its names; part of add_training_flags.
 void add_aio_flags(boost::program_options::options_description& flags, AioConfig& values);
+// fp16's loss scaling under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
+void add_loss_scaling_flags(boost::program_options::options_description& flags, TrainingFlags& values);
+
+// fp16's loss scaling from the flags, DeepSpeed's defaults where absent; off for other dtypes, which refuse the
+// flags. Throws UsageError naming the flag.
+LossScaling loss_scaling_of(const TrainingFlags& flags, DType dtype);
 
 // The validated run: every check that needs no training happens here, so bad input fails before any work.
 struct TrainingRun {

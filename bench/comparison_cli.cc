@@ -32,7 +32,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("warmup-steps", po::value(&f.warmup_steps)->default_value(f.warmup_steps),
      "optimizer steps before the timed ones (not timed)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum), "micro-batches per optimizer step")
-    ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), "bf16 or fp32")
+    ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), kDtypeHelp)
     ("activation-checkpointing", po::value(&f.checkpointing)->multitoken()->default_value(f.checkpointing, "none"),
      (std::string(kActivationCheckpointingHelp) + ". Several (e.g. none full) compare each with every " +
       (zero ? "stage" : "strategy")).c_str())
@@ -92,6 +92,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
   // clang-format on
   add_aio_flags(options, t.aio);
   add_zero_flags(options, t.zero, /*stage_flag=*/false);
+  add_loss_scaling_flags(options, t);
 }
 
 namespace {
@@ -137,11 +138,13 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
     if (!given(vm, "batch-size")) t.batch_size = batch->micro_batch;
     if (!given(vm, "grad-accum")) t.grad_accum = batch->grad_accum;
   }
-  if (ds.precision && !given(vm, "dtype")) {
-    if (*ds.precision == "fp16") {
-      throw UsageError(cat("--config ", f.config, ": fp16 is not supported; the engine trains in bf16 or fp32"));
-    }
-    t.dtype = *ds.precision;
+  if (ds.precision && !given(vm, "dtype")) t.dtype = *ds.precision;
+  if (t.dtype == "fp16") {  // the fp16 section's loss scaling, where the flags left it
+    if (ds.loss_scale && !given(vm, "loss-scale")) t.loss_scale = *ds.loss_scale;
+    if (ds.initial_scale_power && !given(vm, "initial-scale-power")) t.initial_scale_power = *ds.initial_scale_power;
+    if (ds.loss_scale_window && !given(vm, "loss-scale-window")) t.loss_scale_window = *ds.loss_scale_window;
+    if (ds.hysteresis && !given(vm, "hysteresis")) t.hysteresis = *ds.hysteresis;
+    if (ds.min_loss_scale && !given(vm, "min-loss-scale")) t.min_loss_scale = *ds.min_loss_scale;
   }
   if (ds.gradient_clipping && !given(vm, "grad-clip")) t.grad_clip = *ds.gradient_clipping;
   if (ds.activation_checkpointing && !given(vm, "activation-checkpointing")) f.checkpointing = {*ds.activation_checkpointing};
@@ -360,7 +363,7 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   s.data_format = run.data_format;
   if (f.peak_tflops > 0) {
     s.peak_tflops = f.peak_tflops;
-  } else if (run.device.is_cuda() && run.options.dtype == DType::bf16) {
+  } else if (run.device.is_cuda() && dtype_size(run.options.dtype) == 2) {  // bf16's and fp16's peaks are one
     s.peak_tflops = bf16_peak_tflops(cuda_device_name(run.device.index));
   }
   plan.output_dir = f.output_dir;

@@ -52,7 +52,15 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
   if (o.offload_ratio < 1 && o.zero.stage == 3) ds.offload_ratio = o.offload_ratio;
   ds.micro_batch = o.batch;
   ds.grad_accum = o.grad_accum;
-  ds.precision = o.dtype == DType::bf16 ? "bf16" : "fp32";
+  ds.precision = o.dtype == DType::bf16 ? "bf16" : o.dtype == DType::f16 ? "fp16" : "fp32";
+  if (o.dtype == DType::f16) {
+    const LossScaling& s = o.loss_scaling;
+    ds.loss_scale = s.static_scale;
+    ds.initial_scale_power = s.initial_scale_power;
+    ds.loss_scale_window = s.window;
+    ds.hysteresis = s.hysteresis;
+    ds.min_loss_scale = s.min_scale;
+  }
   ds.reduce_bucket_size = o.zero.reduce_bucket_size;
   ds.allgather_bucket_size = o.zero.allgather_bucket_size;
   ds.overlap_comm = o.zero.overlaps();

@@ -211,6 +211,15 @@ void read_precision(const Reader& r, const json& root, DeepSpeedConfig& c) {
     c.precision = "bf16";
   } else if (fp16.value_or(false)) {
     c.precision = "fp16";
+    const json& s = *r.section(root, "fp16", "fp16");
+    c.loss_scale = r.number(s, "loss_scale", "fp16.loss_scale", /*zero_allowed=*/true);
+    if (const auto power = r.integer(s, "initial_scale_power", "fp16.initial_scale_power", 0, 127,
+                                     "an integer in [0, 127]")) {
+      c.initial_scale_power = int(*power);
+    }
+    c.loss_scale_window = r.positive(s, "loss_scale_window", "fp16.loss_scale_window");
+    c.hysteresis = r.positive_int(s, "hysteresis", "fp16.hysteresis");
+    c.min_loss_scale = r.number(s, "min_loss_scale", "fp16.min_loss_scale", /*zero_allowed=*/false);
   } else if (bf16 || fp16) {
     c.precision = "fp32";
   }
@@ -410,6 +419,14 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
     require(p == "bf16" || p == "fp16" || p == "fp32", cat("precision must be bf16, fp16 or fp32, got \"", p, "\""));
     out["bf16"] = {{"enabled", p == "bf16"}};
     out["fp16"] = {{"enabled", p == "fp16"}};
+    if (p == "fp16") {
+      json& fp16 = out["fp16"];
+      if (c.loss_scale) fp16["loss_scale"] = *c.loss_scale;
+      if (c.initial_scale_power) fp16["initial_scale_power"] = *c.initial_scale_power;
+      if (c.loss_scale_window) fp16["loss_scale_window"] = *c.loss_scale_window;
+      if (c.hysteresis) fp16["hysteresis"] = *c.hysteresis;
+      if (c.min_loss_scale) fp16["min_loss_scale"] = *c.min_loss_scale;
+    }
   }
 
   const int stage = c.stage.value_or(0);

@@ -27,8 +27,14 @@ struct DeepSpeedConfig {
   // without the world size it cannot become a micro-batch; the caller that knows the size may derive one.
   std::optional<int64_t> train_batch;
   // "bf16" or "fp16" from bf16.enabled / fp16.enabled; "fp32" where one of them says false and neither true.
-  // fp16 is reported as read: the caller refuses it or maps it (the engine trains bf16 or fp32).
   std::optional<std::string> precision;
+  // The fp16 section's loss scaling, read where fp16 is enabled and written with it (engine/loss_scaler.h):
+  // loss_scale (0: dynamic), initial_scale_power, loss_scale_window, hysteresis, min_loss_scale.
+  std::optional<double> loss_scale;
+  std::optional<int> initial_scale_power;
+  std::optional<int64_t> loss_scale_window;
+  std::optional<int> hysteresis;
+  std::optional<double> min_loss_scale;
   std::optional<int64_t> reduce_bucket_size, allgather_bucket_size;                        // elements
   std::optional<int64_t> stage3_prefetch_bucket_size, stage3_param_persistence_threshold;  // elements
   std::optional<bool> overlap_comm;

@@ -82,10 +82,11 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   const std::string device_name = run.device.is_cuda() ? zb::cuda_device_name(run.device.index) : "CPU";
   zb::ThroughputModel throughput{zb::training_flops_per_token(o.model, o.seq), std::nullopt, world.size(),
                                  run.device.is_cuda() ? "GPU" : "rank"};
-  // MFU against the bf16 tensor-core peak only when training in bf16 (or with an explicit peak).
+  // MFU against the 16-bit tensor-core peak (bf16's and fp16's are the same) only when training in one of them
+  // (or with an explicit peak).
   if (extra.peak_tflops > 0)
     throughput.peak_tflops = extra.peak_tflops;
-  else if (run.device.is_cuda() && o.dtype == zb::DType::bf16)
+  else if (run.device.is_cuda() && zb::dtype_size(o.dtype) == 2)
     throughput.peak_tflops = zb::bf16_peak_tflops(device_name);
 
   print(zb::cat("model ", zb::describe(o.model)));
@@ -109,7 +110,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   for (int64_t i = 0; i < run.num_steps; ++i) {
     if (i == first_summarised) telemetry.start();
     steps.push_back(trainer.step());
-    summarised.note_loss(steps.back().loss);
+    summarised.note_step(steps.back());
     if (i >= first_summarised) summarised.add(steps.back(), world.size());
     print(zb::format_step(steps.back(), run.num_steps, throughput));
   }

@@ -59,9 +59,13 @@ std::string offload_part(const OffloadTimes& host, double count, double step_ms)
 
 std::string format_step(const StepStats& s, int64_t num_steps, const ThroughputModel& model) {
   const double tokens_per_second = double(s.tokens) / s.seconds;
+  // With loss scaling (fp16) the scale the step's gradients carried, and a skipped step says so.
+  const std::string scaling = s.skipped             ? printf_string(" | overflow at loss scale %g: skipped", s.loss_scale)
+                              : s.loss_scale != 1.0f ? printf_string(" | loss scale %g", s.loss_scale)
+                                                    : std::string();
   return printf_string("step %lld/%lld | loss %.4f | norm %.4f | %.1f ms | %.0f tok/s", (long long)s.step,
                        (long long)num_steps, s.loss, s.grad_norm, s.seconds * 1e3, tokens_per_second) +
-         rate_part(tokens_per_second, model);
+         rate_part(tokens_per_second, model) + scaling;
 }
 
 std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, const ThroughputModel& model,

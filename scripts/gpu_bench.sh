@@ -52,11 +52,16 @@ for c in "${cases[@]}"; do
     declare -A this_round=()
     for variant in "${variant_list[@]}"; do
       settings=(); [[ $variant != default ]] && IFS=, read -ra settings <<< "$variant"
-      name="$out/train_${model}_b${batch}_t${seq}_${variant//[=,]/_}$suffix"
+      # A setting that starts with -- is a flag of train's (--dtype=fp16), any other an environment setting.
+      environment=() flags=()
+      for setting in "${settings[@]}"; do
+        if [[ $setting == --* ]]; then flags+=("${setting%%=*}" "${setting#*=}"); else environment+=("$setting"); fi
+      done
+      name="$out/train_${model}_b${batch}_t${seq}_${variant//[=,-]/_}$suffix"
       rm -f "$name.json"  # (a record of an earlier call would be refused, not overwritten)
-      if env "${settings[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
+      if env "${environment[@]}" build-gpu/bin/train --model "$model" --batch-size "$batch" --seq-length "$seq" \
            --num-steps 30 --warmup-steps 10 --activation-checkpointing "$checkpointing" --json "$name.json" \
-           > "$name.log" 2>&1; then
+           "${flags[@]}" > "$name.log" 2>&1; then
         this_round[$variant]=$(json_field "$name.json" throughput_tokens_per_sec)
         echo "[$model B$batch T$seq, $variant${suffix:+, round $round}]"
         python3 scripts/summarise_results.py "$name.json"

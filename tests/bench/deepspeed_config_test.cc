@@ -220,6 +220,26 @@ TEST(DeepSpeedConfigRead, PrecisionAndOlderSpellings) {
   EXPECT_EQ(parse(R"({"bf16": {"enabled": false}, "fp16": {"enabled": false}})").precision, "fp32");
   EXPECT_EQ(parse(R"({"bfloat16": {"enabled": true}})").precision, "bf16");
   EXPECT_EQ(parse(R"({"fp16": {"loss_scale": 0}})").precision, std::nullopt);
+  // fp16's loss scaling, read where fp16 is enabled.
+  const DeepSpeedConfig fp16 = parse(R"({"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 12,
+                                                   "loss_scale_window": 500, "hysteresis": 4, "min_loss_scale": 0.25}})");
+  EXPECT_EQ(fp16.loss_scale, 0.0);
+  EXPECT_EQ(fp16.initial_scale_power, 12);
+  EXPECT_EQ(fp16.loss_scale_window, 500);
+  EXPECT_EQ(fp16.hysteresis, 4);
+  EXPECT_EQ(fp16.min_loss_scale, 0.25);
+  EXPECT_EQ(parse(R"({"fp16": {"enabled": false, "hysteresis": 4}})").hysteresis, std::nullopt) << "fp16 is off";
+  // And written back, a static scale too.
+  DeepSpeedConfig written;
+  written.micro_batch = 1;
+  written.precision = "fp16";
+  written.loss_scale = 1024.0;
+  written.hysteresis = 4;
+  const auto out = deepspeed_config_json(written);
+  EXPECT_EQ(out.at("fp16").at("loss_scale"), 1024.0);
+  EXPECT_EQ(out.at("fp16").at("hysteresis"), 4);
+  EXPECT_FALSE(out.at("fp16").contains("min_loss_scale")) << "unset: DeepSpeed's default";
+  EXPECT_EQ(parse(out.dump()), written) << "the written config reads back as it was";
   // The deprecated forms DeepSpeed still reads.
   const DeepSpeedConfig old = parse(R"({"zero_optimization": {"stage": 3, "cpu_offload": true,
                                                                "cpu_offload_param": true}})");
@@ -293,6 +313,14 @@ INSTANTIATE_TEST_SUITE_P(
                  "zero_optimization.offload_param: parameter offload needs stage 3"},
         BadInput{"OptimizerOffloadAtStage0", R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})",
                  "zero_optimization.offload_optimizer: optimizer offload needs stage 1, 2 or 3"},
+        BadInput{"Fp16ScalePowerOutOfRange", R"({"fp16": {"enabled": true, "initial_scale_power": 200}})",
+                 "fp16.initial_scale_power: must be an integer in [0, 127], got 200"},
+        BadInput{"Fp16HysteresisZero", R"({"fp16": {"enabled": true, "hysteresis": 0}})",
+                 "fp16.hysteresis: must be a positive integer, got 0"},
+        BadInput{"Fp16MinimumScaleZero", R"({"fp16": {"enabled": true, "min_loss_scale": 0}})",
+                 "fp16.min_loss_scale: must be a positive number, got 0"},
+        BadInput{"Fp16NegativeLossScale", R"({"fp16": {"enabled": true, "loss_scale": -1}})",
+                 "fp16.loss_scale: must be a non-negative number, got -1"},
         BadInput{"Fp16AndBf16BothEnabled", R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})",
                  "bf16.enabled and fp16.enabled: cannot both be true"},
         BadInput{"EnabledNotABoolean", R"({"bf16": {"enabled": "yes"}})", "bf16.enabled: must be true or false"},

@@ -161,6 +161,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "--activation-checkpointing: unknown activation checkpointing 'partial' (accepted: none, full, "
                  "selective)"},
         BadInput{"--no-such-flag", "unrecognised option '--no-such-flag'"},
+        BadInput{"--device cpu --dtype fp16", "--dtype fp16: the CPU backend computes in fp32"},
+        BadInput{"--dtype fp8", "--dtype: unknown dtype 'fp8' (accepted: fp32, bf16, fp16)"},
+        BadInput{"--device cpu --loss-scale 128", "--loss-scale: loss scaling is for --dtype fp16"},
+        BadInput{"--device cpu --hysteresis 3", "--hysteresis: loss scaling is for --dtype fp16"},
         BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 1.5",
                  "--offload-ratio: must be a fraction in (0, 1], got 1.5"},
         BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 0", "--offload-ratio: must be"},

@@ -20,7 +20,7 @@ TEST(WrittenDeepSpeedConfigs, EveryRecommendableConfigurationLoadsInDeepSpeed) {
          {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme})
       for (double ratio : {1.0, 0.5}) {
         if (ratio < 1 && strategy != OffloadStrategy::cpu_optimizer && strategy != OffloadStrategy::nvme) continue;
-        for (DType dtype : {DType::bf16, DType::f32})
+        for (DType dtype : {DType::bf16, DType::f16, DType::f32})
           for (OptimizerKind optimizer : {OptimizerKind::adamw, OptimizerKind::adam, OptimizerKind::sgd})
             for (int64_t accum : {1, 4})
               for (int world : {1, 4}) {
@@ -33,12 +33,20 @@ TEST(WrittenDeepSpeedConfigs, EveryRecommendableConfigurationLoadsInDeepSpeed) {
                 o.offload_ratio = ratio;
                 o.nvme_path = "/mnt/nvme/zb";
                 o.dtype = dtype;
+                o.loss_scaling.enabled = dtype == DType::f16;
+                o.loss_scaling.hysteresis = 3;
                 o.optimizer.kind = optimizer;
                 const std::string label =
                     cat("stage ", stage, ", ", offload_spec_name(strategy, ratio), ", ", dtype_name(dtype), ", ",
                         optimizer_kind_name(optimizer), ", accum ", accum, ", world ", world);
                 const nlohmann::json config = deepspeed_config_json(deepspeed_settings(o));
                 test::expect_deepspeed_accepts(config, world, label);
+                if (dtype == DType::f16) {  // the loss scaling it ran with
+                  EXPECT_EQ(config.at("fp16").at("enabled"), true) << label;
+                  EXPECT_EQ(config.at("fp16").at("hysteresis"), 3) << label;
+                  EXPECT_EQ(config.at("fp16").at("loss_scale"), 0.0) << label;
+                  EXPECT_EQ(config.at("fp16").at("initial_scale_power"), 16) << label;
+                }
                 // Dropped where DeepSpeed cannot take it, and said so.
                 const bool partial_below_3 = ratio < 1 && stage < 3;
                 const bool offload_dropped = strategy != OffloadStrategy::none && stage == 0;
@@ -48,7 +56,7 @@ TEST(WrittenDeepSpeedConfigs, EveryRecommendableConfigurationLoadsInDeepSpeed) {
                 ++written;
               }
       }
-  EXPECT_GT(written, 300);
+  EXPECT_GT(written, 450);
 }
 
 // A mutant of the writer that keeps a partial offload at stage 2 is caught by the rules.

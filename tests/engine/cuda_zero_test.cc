@@ -3,7 +3,7 @@
 // on the same global batch (within bf16 tolerance), and stage 3's loss curve over 50 steps of gpt2 overlaps
 // stage 0's; pipelined updates train bit-identically to updates in order. Each offload strategy, with each stage,
 // trains as the same stage without offload does, and those that share the host's update train bit-identically over
-// steps where the host sets the pace.
+// steps where the host sets the pace. In fp16 an overflow skips its step on every rank, stage and strategy.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -276,6 +276,69 @@ TEST(CudaZeroCurves, StageThreeFollowsStageZeroOverFiftyStepsOfGpt2) {
   EXPECT_LE(worst, 1e-2);
   // (Uniform random tokens: the loss only wanders around ln(50257) = 10.8; what matters is that the two
   // curves are the same one.)
+}
+
+// fp16 with a dynamic loss scale on GPUs, every stage with each host strategy: an overflow on the last rank
+// (its loss gradient scaled by infinity in step 2) skips step 2 on every rank, the weights after it are those
+// after step 1 bit for bit, the scale halves (hysteresis 1), and step 3 trains again; the losses follow stage
+// 0 without offload on the same GPUs within fp16's tolerance of reduction orders.
+TEST(CudaFp16, AnOverflowSkipsThatStepOnEveryRankStageAndStrategy) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  MpiWorld& world = test::mpi_world();
+  const Device device = Device::cuda(world.local_rank());
+  const auto run = [&](const TrainingOptions& options, std::vector<StepStats>& stats,
+                       std::vector<std::vector<std::vector<float>>>& weights) {
+    TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
+    CudaBackend backend(device.index, allocator, BackendOptions::from_environment());
+    std::unique_ptr<Communicator> comm = make_communicator(world, device, backend.native_stream());
+    auto data = make_synthetic_tokens({options.batch, options.seq, world.rank(), world.size()},
+                                      options.model.vocab_size, 3);
+    Trainer trainer(options, backend, allocator, *data, comm.get());
+    weights.push_back(trainer.gather_parameters());
+    for (int i = 0; i < 3; ++i) {
+      stats.push_back(trainer.step());
+      weights.push_back(trainer.gather_parameters());
+    }
+    EXPECT_EQ(trainer.skipped_steps(), options.inject_overflow_step > 0 ? 1 : 0);
+  };
+  TrainingOptions fp16 = bf16_options("gpt2-tiny", 4, 64);
+  fp16.dtype = DType::f16;
+  fp16.loss_scaling.enabled = true;
+  fp16.loss_scaling.initial_scale_power = 10;
+  fp16.loss_scaling.hysteresis = 1;
+  fp16.grad_clip = 0;
+  fp16.zero.stage3_param_persistence_threshold = 0;
+  std::vector<StepStats> reference_stats;
+  std::vector<std::vector<std::vector<float>>> reference_weights;
+  run(fp16, reference_stats, reference_weights);
+  for (const StepStats& s : reference_stats) EXPECT_FALSE(s.skipped) << "no overflow of its own at scale 2^10";
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+      SCOPED_TRACE(cat("stage ", stage, ", ", offload_strategy_name(strategy)));
+      TrainingOptions options = fp16;
+      options.zero.stage = stage;
+      options.offload = strategy;
+      options.inject_overflow_step = 2;
+      options.inject_overflow_rank = world.size() - 1;
+      std::vector<StepStats> stats;
+      std::vector<std::vector<std::vector<float>>> weights;
+      run(options, stats, weights);
+      ASSERT_EQ(stats.size(), 3u);
+      EXPECT_FALSE(stats[0].skipped);
+      EXPECT_TRUE(stats[1].skipped);
+      EXPECT_FALSE(stats[2].skipped);
+      EXPECT_EQ(stats[0].loss_scale, 1024.0f);
+      EXPECT_EQ(stats[1].loss_scale, 1024.0f);
+      EXPECT_EQ(stats[2].loss_scale, 512.0f);
+      EXPECT_NE(weights[1], weights[0]) << "step 1 trains";
+      EXPECT_EQ(weights[2], weights[1]) << "step 2 is skipped";
+      EXPECT_NE(weights[3], weights[2]) << "step 3 trains";
+      EXPECT_NEAR(stats[0].loss, reference_stats[0].loss, 5e-3 * reference_stats[0].loss);
+      for (size_t u = 0; u < weights[1].size(); ++u) {
+        EXPECT_LE(test::relative_error(weights[1][u], reference_weights[1][u]), 5e-3) << "unit " << u << " after step 1";
+      }
+    }
+  }
 }
 
 }  // namespace

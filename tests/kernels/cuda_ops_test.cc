@@ -1,9 +1,9 @@
-// Every CUDA op against the CPU reference, on fresh random inputs, in fp32 (relative error at most 1e-5) and
-// bf16 (at most 2e-2). Outputs start as NaN, so an element the kernel does not write fails the comparison;
+// Every CUDA op against the CPU reference, on fresh random inputs, in fp32 (relative error at most 1e-5), bf16
+// (at most 2e-2) and fp16 (at most 5e-3). Outputs start as NaN, so an element the kernel does not write fails the comparison;
 // outputs that the contract says are added to start from the same random values on both sides. Parameter
 // gradients run both ways: added to random values, and overwritten (GradWrite::overwrite) over NaN, which
 // any read of the old values would carry into the result. The CPU side
-// receives the inputs exactly as the GPU holds them (rounded to bf16 in bf16 runs). Skipped without a GPU.
+// receives the inputs exactly as the GPU holds them (rounded to bf16 or fp16 in those runs). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -286,8 +286,8 @@ TEST_P(CudaMatmul, OddShapesWithBias) {
 // The GPT-2 MLP's shape class (k a multiple of 8, large n), where the epilogues are used in training.
 TEST_P(CudaMatmul, MlpShapeWithBias) {
   run({1024, 256, 1024, true});
-  // In bf16 the GELU's backward took cuBLASLt's DGELU epilogue there (the training path), not the kernel.
-  if (dt() == DType::bf16) {
+  // In bf16 and fp16 the GELU's backward took cuBLASLt's DGELU epilogue there (the training path), not the kernel.
+  if (dt() != DType::f32) {
     EXPECT_GT(gpu->epilogue_use().gelu_backward_epilogue, 0);
   }
 }
@@ -394,7 +394,7 @@ TEST_P(CudaAttention, BackwardIsDeterministic) {
   EXPECT_EQ(check(c), first) << "the same bits on every run";
 }
 
-// cuDNN's fused attention graphs (bf16): against the CPU alone and mixed with our kernels in either direction,
+// cuDNN's fused attention graphs (bf16 and fp16): against the CPU alone and mixed with our kernels in either direction,
 // which holds only if both write the same log-sum-exp. A shape cuDNN builds no plan for fails with its reason.
 class CudnnAttention : public CudaAttention {
  protected:
@@ -691,15 +691,15 @@ TEST(CudaBackend, OutOfMemoryIsAnErrorTheProcessSurvives) {
   EXPECT_EQ(allocator.total().current, size_t(1) << 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::f32, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmul, ::testing::Values(DType::f32, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMatmul, ::testing::Values(DType::f32, DType::bf16, DType::f16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaRope, ::testing::Values(DType::f32, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaRope, ::testing::Values(DType::f32, DType::bf16, DType::f16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::f32, DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::f32, DType::bf16, DType::f16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
-INSTANTIATE_TEST_SUITE_P(Bf16, CudnnAttention, ::testing::Values(DType::bf16),
+INSTANTIATE_TEST_SUITE_P(SixteenBit, CudnnAttention, ::testing::Values(DType::bf16, DType::f16),
                          [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
 
 }  // namespace

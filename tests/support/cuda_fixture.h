@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/f16.h"
 #include "core/cuda_devices.h"
 #include "core/cuda_memory.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -37,10 +38,12 @@ class CudaFixture {
     gpu->set_options(options);
   }
 
-  // The values a tensor of `dtype` holds for `host` (bf16 rounds them).
+  // The values a tensor of `dtype` holds for `host` (bf16 and fp16 round them).
   static std::vector<float> representable(std::vector<float> host, DType dtype) {
     if (dtype == DType::bf16)
       for (float& x : host) x = round_to_bf16(x);
+    if (dtype == DType::f16)
+      for (float& x : host) x = round_to_f16(x);
     return host;
   }
 
@@ -48,9 +51,10 @@ class CudaFixture {
     EXPECT_EQ(int64_t(host.size()), shape.numel());
     buffers.push_back(allocator->allocate(shape, dtype, MemoryPool::workspace));
     Tensor t = buffers.back().view(shape, dtype);
-    if (dtype == DType::bf16) {
+    if (dtype == DType::bf16 || dtype == DType::f16) {
+      const auto round = dtype == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
       std::vector<uint16_t> bits(host.size());
-      for (size_t i = 0; i < host.size(); ++i) bits[i] = float_to_bf16_bits(host[i]);
+      for (size_t i = 0; i < host.size(); ++i) bits[i] = round(host[i]);
       gpu->copy(Tensor(bits.data(), shape, dtype, Device::cpu()), t);
     } else {
       gpu->copy(Tensor(const_cast<float*>(host.data()), shape, dtype, Device::cpu()), t);
@@ -86,11 +90,12 @@ class CudaFixture {
 
   std::vector<float> download(const Tensor& t) {
     std::vector<float> host(t.numel());
-    if (t.dtype == DType::bf16) {
+    if (t.dtype == DType::bf16 || t.dtype == DType::f16) {
+      const auto widen = t.dtype == DType::f16 ? f16_bits_to_float : bf16_bits_to_float;
       std::vector<uint16_t> bits(t.numel());
       Tensor h(bits.data(), t.shape, t.dtype, Device::cpu());
       gpu->copy(t, h);
-      for (size_t i = 0; i < bits.size(); ++i) host[i] = bf16_bits_to_float(bits[i]);
+      for (size_t i = 0; i < bits.size(); ++i) host[i] = widen(bits[i]);
     } else {
       Tensor h(host.data(), t.shape, t.dtype, Device::cpu());
       gpu->copy(t, h);
@@ -98,7 +103,8 @@ class CudaFixture {
     return host;
   }
 
-  static double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 2e-2; }
+  // fp16 keeps 3 more bits than bf16: a quarter of bf16's bound leaves a factor of 2 for the sums.
+  static double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 5e-3 : 2e-2; }
 
   std::unique_ptr<TrackingAllocator> allocator;
   std::unique_ptr<CudaBackend> gpu;

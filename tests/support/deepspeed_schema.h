@@ -62,6 +62,12 @@ inline const std::set<std::string> kTopLevelKeys = {"train_batch_size",
                                              "zero_allow_untested_optimizer",
                                              "aio",
                                              "activation_checkpointing"};
+// DeepSpeed's fp16 section (deepspeed/runtime/precision_config.py), and those of its keys that are integers.
+inline const std::set<std::string> kFp16Keys = {"enabled",           "auto_cast",      "loss_scale",
+                                                "initial_scale_power", "loss_scale_window", "hysteresis",
+                                                "consecutive_hysteresis", "min_loss_scale",
+                                                "fp16_master_weights_and_grads"};
+inline const std::set<std::string> kFp16IntegerKeys = {"initial_scale_power", "loss_scale_window", "hysteresis"};
 // DeepSpeed's activation_checkpointing section (deepspeed/runtime/activation_checkpointing/config.py).
 inline const std::set<std::string> kActivationCheckpointingKeys = {
     "partition_activations",           "contiguous_memory_optimization", "cpu_checkpointing", "number_checkpoints",
@@ -92,6 +98,17 @@ inline void expect_deepspeed_accepts(const json& config, int world, const std::s
   }
   const auto enabled = [&](const char* key) { return config.contains(key) && config[key].value("enabled", false); };
   EXPECT_FALSE(enabled("bf16") && enabled("fp16")) << "bf16 and fp16 both enabled";
+  if (config.contains("fp16")) {
+    expect_keys_within(config["fp16"], kFp16Keys, "fp16");
+    for (const auto& [key, value] : config["fp16"].items()) {
+      if (kFp16IntegerKeys.contains(key)) {
+        EXPECT_TRUE(value.is_number_integer()) << "fp16." << key << " must be an integer";
+      }
+      if (key == "loss_scale" || key == "min_loss_scale") {
+        EXPECT_TRUE(value.is_number()) << "fp16." << key;
+      }
+    }
+  }
   if (!config.contains("zero_optimization")) return;
   const json& zero = config["zero_optimization"];
   expect_keys_within(zero, kZeroKeys, "zero_optimization");
