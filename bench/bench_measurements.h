@@ -26,7 +26,7 @@ struct TimedSteps {
   int64_t count = 0;
   std::optional<double> loss_first, loss_last;  // of every step, warm-up included
   float loss_scale = 1;                         // the last step's gradients' loss scale
-  int64_t skipped_steps = 0;                    // steps skipped for an overflow, warm-up included
+  int64_t skipped_steps = 0;                    // steps skipped for an overflow, warm-up and every repeat included
   RankSteps rank;                               // every timed step's time, and this rank's busy time and tokens
 
   // Every step (warm-up included): its loss and loss scale, and whether it was skipped.

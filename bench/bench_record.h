@@ -65,7 +65,7 @@ struct BenchRecord {
   std::optional<double> nvme_read_ms, nvme_write_ms;
   std::optional<double> loss_first, loss_last;
   // With loss scaling (fp16): the last step's loss scale and the steps skipped for an overflow (warm-up
-  // included).
+  // included, summed over the repeats).
   std::optional<double> loss_scale;
   std::optional<int64_t> skipped_steps;
   std::optional<double> cost_per_1000_samples_usd;  // with --gpu-hour-usd

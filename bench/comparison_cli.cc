@@ -139,7 +139,14 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
     if (!given(vm, "grad-accum")) t.grad_accum = batch->grad_accum;
   }
   if (ds.precision && !given(vm, "dtype")) t.dtype = *ds.precision;
-  if (t.dtype == "fp16") {  // the fp16 section's loss scaling, where the flags left it
+  const bool fp16 = [&] {  // (a dtype not understood is refused, naming --dtype, when the flags are validated)
+    try {
+      return !t.dtype.empty() && parse_dtype(t.dtype) == DType::f16;
+    } catch (const UsageError&) {
+      return false;
+    }
+  }();
+  if (fp16) {  // the fp16 section's loss scaling, where the flags left it
     if (ds.loss_scale && !given(vm, "loss-scale")) t.loss_scale = *ds.loss_scale;
     if (ds.initial_scale_power && !given(vm, "initial-scale-power")) t.initial_scale_power = *ds.initial_scale_power;
     if (ds.loss_scale_window && !given(vm, "loss-scale-window")) t.loss_scale_window = *ds.loss_scale_window;

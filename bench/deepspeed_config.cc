@@ -425,7 +425,12 @@ nlohmann::json deepspeed_config_json(const DeepSpeedConfig& c) {
       if (c.initial_scale_power) fp16["initial_scale_power"] = *c.initial_scale_power;
       if (c.loss_scale_window) fp16["loss_scale_window"] = *c.loss_scale_window;
       if (c.hysteresis) fp16["hysteresis"] = *c.hysteresis;
-      if (c.min_loss_scale) fp16["min_loss_scale"] = *c.min_loss_scale;
+      // DeepSpeed's documentation types min_loss_scale an integer (and releases before its validators refuse
+      // a fraction): a whole number is written as one.
+      if (c.min_loss_scale) {
+        const double m = *c.min_loss_scale;
+        fp16["min_loss_scale"] = m == std::floor(m) && m < 1e15 ? json(int64_t(m)) : json(m);
+      }
     }
   }
 

@@ -4,8 +4,10 @@
 #   a case is MODEL:BATCH[:SEQ] (seq 1024 unless given), e.g. gpt2:16 gpt2-xl:8 llama-3.2-1b:8:2048;
 #   default: gpt2:16 gpt2-xl:8
 #   VARIANTS="ZB_ATTENTION=own ZB_ATTENTION=cudnn" times ours once per environment setting against one
-#   PyTorch run (settings joined with commas apply together: ZB_ATTENTION=own,ZB_GEMM_ALGORITHMS=heuristic);
-#   default: one run with train's defaults. (ATTENTION_VARIANTS="own cudnn", the older form, still works.)
+#   PyTorch run (settings joined with commas apply together: ZB_ATTENTION=own,ZB_GEMM_ALGORITHMS=heuristic; a
+#   setting starting with -- is a flag of train's instead: VARIANTS="default --dtype=fp16" times bf16 and fp16,
+#   each against the same PyTorch run, which is bf16 whatever the variant); default: one run with train's
+#   defaults. (ATTENTION_VARIANTS="own cudnn", the older form, still works.)
 #   ROUNDS=N (default 1) repeats each case's runs N times, ours and PyTorch alternating, and reports the median
 #   of the N ratios (each ours over the PyTorch run of its own round) with their range: a GPU's clock and a
 #   host's speed drift by a percent or two between runs, which one pair of runs cannot tell from a difference.
@@ -55,7 +57,13 @@ for c in "${cases[@]}"; do
       # A setting that starts with -- is a flag of train's (--dtype=fp16), any other an environment setting.
       environment=() flags=()
       for setting in "${settings[@]}"; do
-        if [[ $setting == --* ]]; then flags+=("${setting%%=*}" "${setting#*=}"); else environment+=("$setting"); fi
+        if [[ $setting == --*=* ]]; then
+          flags+=("${setting%%=*}" "${setting#*=}")
+        elif [[ $setting == --* ]]; then
+          flags+=("$setting")
+        else
+          environment+=("$setting")
+        fi
       done
       name="$out/train_${model}_b${batch}_t${seq}_${variant//[=,-]/_}$suffix"
       rm -f "$name.json"  # (a record of an earlier call would be refused, not overwritten)

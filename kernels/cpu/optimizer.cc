@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/adam_element.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace zb::cpu {
@@ -30,20 +31,11 @@ void optimizer_step(T* master, const T* grad, T* m, T* v, int64_t n, const Optim
   switch (p.kind) {
     case OptimizerKind::adamw:
     case OptimizerKind::adam: {
-      const T b1 = p.beta1, b2 = p.beta2, eps = p.eps;
-      const T bias1 = 1 - std::pow(b1, static_cast<T>(p.step));
-      const T bias2 = 1 - std::pow(b2, static_cast<T>(p.step));
-      const bool decoupled = p.kind == OptimizerKind::adamw;
+      const T b1 = p.beta1, b2 = p.beta2;
+      const AdamElement<T> adam{lr, wd, b1, b2, T(p.eps), 1 - std::pow(b1, static_cast<T>(p.step)),
+                                1 - std::pow(b2, static_cast<T>(p.step)), p.kind == OptimizerKind::adamw};
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        T g = grad[i] * scale;
-        if (!decoupled) g += wd * master[i];
-        m[i] = b1 * m[i] + (1 - b1) * g;
-        v[i] = b2 * v[i] + (1 - b2) * g * g;
-        T param = master[i];
-        if (decoupled) param -= lr * wd * param;
-        master[i] = param - lr * (m[i] / bias1) / (std::sqrt(v[i] / bias2) + eps);
-      }
+      for (int64_t i = 0; i < n; ++i) master[i] = adam(master[i], grad[i] * scale, m[i], v[i]);
       break;
     }
     case OptimizerKind::sgd: {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/cpu/adam_element.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace zb::cpu {
@@ -15,9 +16,9 @@ void optimizer_step_8bit(float* master, const float* grad, QuantizedMoments mome
   ZB_CHECK(p.kind == OptimizerKind::adamw || p.kind == OptimizerKind::adam,
            "8-bit moments are Adam's and AdamW's");
   const DynamicMap &first = DynamicMap::signed_map(), &second = DynamicMap::unsigned_map();
-  const float lr = p.lr, wd = p.weight_decay, scale = p.grad_scale, b1 = p.beta1, b2 = p.beta2, eps = p.eps;
-  const float bias1 = 1 - std::pow(b1, float(p.step)), bias2 = 1 - std::pow(b2, float(p.step));
-  const bool decoupled = p.kind == OptimizerKind::adamw;
+  const float b1 = p.beta1, b2 = p.beta2;
+  const AdamElement<float> adam{p.lr, p.weight_decay, b1, b2, p.eps, 1 - std::pow(b1, float(p.step)),
+                                1 - std::pow(b2, float(p.step)), p.kind == OptimizerKind::adamw};
   const int64_t blocks = quantization_blocks(n);
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -26,14 +27,7 @@ void optimizer_step_8bit(float* master, const float* grad, QuantizedMoments mome
     dequantize_block(moments.m_codes + begin, count, moments.m_scales[b], first, m);
     dequantize_block(moments.v_codes + begin, count, moments.v_scales[b], second, v);
     for (int64_t k = 0; k < count; ++k) {
-      const int64_t i = begin + k;
-      float g = grad[i] * scale;
-      if (!decoupled) g += wd * master[i];
-      m[k] = b1 * m[k] + (1 - b1) * g;
-      v[k] = b2 * v[k] + (1 - b2) * g * g;
-      float param = master[i];
-      if (decoupled) param -= lr * wd * param;
-      master[i] = param - lr * (m[k] / bias1) / (std::sqrt(v[k] / bias2) + eps);
+      master[begin + k] = adam(master[begin + k], grad[begin + k] * p.grad_scale, m[k], v[k]);
     }
     const uint64_t element = moments.first_element + uint64_t(begin), stream = 2 * uint64_t(p.step);
     const StochasticRounding m_rounding{moments.seed, stream, element}, v_rounding{moments.seed, stream + 1, element};

@@ -278,16 +278,18 @@ TEST(CudaZeroCurves, StageThreeFollowsStageZeroOverFiftyStepsOfGpt2) {
   // curves are the same one.)
 }
 
-// fp16 with a dynamic loss scale on GPUs, every stage with each host strategy: an overflow on the last rank
+// fp16 with a dynamic loss scale on GPUs, every stage with each offload strategy: an overflow on the last rank
 // (its loss gradient scaled by infinity in step 2) skips step 2 on every rank, the weights after it are those
-// after step 1 bit for bit, the scale halves (hysteresis 1), and step 3 trains again; the losses follow stage
-// 0 without offload on the same GPUs within fp16's tolerance of reduction orders.
+// after step 1 bit for bit, the scale halves (hysteresis 1), and step 3 trains again; with every unit's host
+// update speculated, exactly step 2's speculation is dropped. Step 1 follows stage 0 without offload on the same
+// GPUs within fp16's tolerance of reduction orders.
 TEST(CudaFp16, AnOverflowSkipsThatStepOnEveryRankStageAndStrategy) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
   MpiWorld& world = test::mpi_world();
   const Device device = Device::cuda(world.local_rank());
   const auto run = [&](const TrainingOptions& options, std::vector<StepStats>& stats,
                        std::vector<std::vector<std::vector<float>>>& weights) {
+    SCOPED_TRACE(cat("stage ", options.zero.stage, ", ", offload_strategy_name(options.offload)));
     TrackingAllocator allocator(std::make_unique<DeviceMemory>(device.index));
     CudaBackend backend(device.index, allocator, BackendOptions::from_environment());
     std::unique_ptr<Communicator> comm = make_communicator(world, device, backend.native_stream());
@@ -300,7 +302,12 @@ TEST(CudaFp16, AnOverflowSkipsThatStepOnEveryRankStageAndStrategy) {
       weights.push_back(trainer.gather_parameters());
     }
     EXPECT_EQ(trainer.skipped_steps(), options.inject_overflow_step > 0 ? 1 : 0);
+    if (trainer.speculative_units() > 0) {
+      EXPECT_EQ(trainer.speculation_counts().discarded, trainer.speculative_units()) << "only step 2's was dropped";
+      EXPECT_EQ(trainer.speculation_counts().kept, 2 * trainer.speculative_units());
+    }
   };
+  test::TempDir nvme_dir;
   TrainingOptions fp16 = bf16_options("gpt2-tiny", 4, 64);
   fp16.dtype = DType::f16;
   fp16.loss_scaling.enabled = true;
@@ -313,11 +320,13 @@ TEST(CudaFp16, AnOverflowSkipsThatStepOnEveryRankStageAndStrategy) {
   run(fp16, reference_stats, reference_weights);
   for (const StepStats& s : reference_stats) EXPECT_FALSE(s.skipped) << "no overflow of its own at scale 2^10";
   for (int stage = 0; stage <= 3; ++stage) {
-    for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
-      SCOPED_TRACE(cat("stage ", stage, ", ", offload_strategy_name(strategy)));
+    for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full,
+                                     OffloadStrategy::nvme}) {
       TrainingOptions options = fp16;
       options.zero.stage = stage;
       options.offload = strategy;
+      options.nvme_path = nvme_dir.path().string();
+      options.settle_speculation = true;  // every unit speculates: the skip must drop that work
       options.inject_overflow_step = 2;
       options.inject_overflow_rank = world.size() - 1;
       std::vector<StepStats> stats;

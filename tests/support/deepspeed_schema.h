@@ -67,7 +67,8 @@ inline const std::set<std::string> kFp16Keys = {"enabled",           "auto_cast"
                                                 "initial_scale_power", "loss_scale_window", "hysteresis",
                                                 "consecutive_hysteresis", "min_loss_scale",
                                                 "fp16_master_weights_and_grads"};
-inline const std::set<std::string> kFp16IntegerKeys = {"initial_scale_power", "loss_scale_window", "hysteresis"};
+inline const std::set<std::string> kFp16IntegerKeys = {"initial_scale_power", "loss_scale_window", "hysteresis",
+                                                       "min_loss_scale"};  // (documented as an integer)
 // DeepSpeed's activation_checkpointing section (deepspeed/runtime/activation_checkpointing/config.py).
 inline const std::set<std::string> kActivationCheckpointingKeys = {
     "partition_activations",           "contiguous_memory_optimization", "cpu_checkpointing", "number_checkpoints",
