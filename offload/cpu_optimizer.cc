@@ -15,6 +15,7 @@
 #include "core/bf16.h"
 #include "core/f16.h"
 #include "core/check.h"
+#include "kernels/blockwise_quantization.h"
 
 namespace zb {
 
@@ -311,13 +312,45 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
 
 }  // namespace
 
+namespace {
+
+// The 8-bit-moment update, a quantization block at a time: the block's gradients read to fp32, the block
+// updated (kernels/adam_8bit.h), the new weights written in the model's dtype.
+void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params) {
+  ZB_CHECK(!s.master_in && !s.m_in && !s.v_in, "8-bit moments are updated in place");
+  const int64_t blocks = quantization_blocks(s.n);
+  const auto run = [&]<typename Model>() {
+    const Model* grad = static_cast<const Model*>(s.grad);
+    Model* out = static_cast<Model*>(s.params_out);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = b * kQuantizationBlock, count = std::min(kQuantizationBlock, s.n - begin);
+      float g[kQuantizationBlock];
+      for (int64_t k = 0; k < count; ++k) g[k] = load_value(grad, begin + k);
+      adam_8bit_block(s.master + begin, g, count, *s.quantized, b, params);
+      if (out) {
+        for (int64_t k = 0; k < count; ++k) store_value(out, begin + k, s.master[begin + k]);
+      }
+    }
+  };
+  switch (s.model) {
+    case DType::f32: return run.template operator()<float>();
+    case DType::f16: return run.template operator()<F16>();
+    default: return run.template operator()<Bf16>();
+  }
+}
+
+}  // namespace
+
 void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& params, SimdLevel level) {
   ZB_CHECK(int(level) <= int(best_simd_level()), "this CPU does not run ", simd_level_name(level));
   ZB_CHECK(shard.model == DType::f32 || shard.model == DType::bf16 || shard.model == DType::f16,
            "cpu_optimizer_step: models are fp32, bf16 or fp16, not ", dtype_name(shard.model));
-  ZB_CHECK(shard.n >= 0 && shard.master && shard.grad && shard.m && (params.kind == OptimizerKind::sgd || shard.v),
+  ZB_CHECK(shard.n >= 0 && shard.master && shard.grad &&
+               (shard.quantized || (shard.m && (params.kind == OptimizerKind::sgd || shard.v))),
            "cpu_optimizer_step: missing buffers");
   if (params.skip) return write_weights_of_master(shard);
+  if (shard.quantized) return step_8bit(shard, params);
   const Coefficients c = coefficients_of(params);
   const Streaming streaming = streaming_for(shard);
   // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "kernels/adam_8bit.h"
 #include "kernels/optimizer_params.h"
 
 namespace zb {
@@ -37,6 +38,9 @@ struct CpuOptimizerShard {
   const float* master_in = nullptr;  // null: master itself (likewise m_in and v_in)
   const float* m_in = nullptr;
   const float* v_in = nullptr;
+  // Adam's moments in 8 bits (kernels/adam_8bit.h) in place of m and v: updated in place (no *_in), block by
+  // block.
+  const QuantizedMoments* quantized = nullptr;
 };
 
 // The threads a CPU optimizer run beside training uses: OMP_NUM_THREADS where it is set, else one fewer than

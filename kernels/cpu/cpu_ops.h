@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention_shape.h"
-#include "kernels/blockwise_quantization.h"
+#include "kernels/adam_8bit.h"
 #include "kernels/optimizer_params.h"
 
 namespace zb::cpu {
@@ -68,20 +68,8 @@ double sum_of_squares(const T* x, int64_t n);
 template <typename T>
 void optimizer_step(T* master, const T* grad, T* m, T* v, int64_t n, const OptimizerParams& params);
 
-// Adam's moments of n elements stored block-wise in 8 bits (kernels/blockwise_quantization.h): a code per
-// element, a scale per block of kQuantizationBlock. Codes of 0 with scales of 0 are moments of 0.
-struct QuantizedMoments {
-  uint8_t* m_codes = nullptr;  // the signed map's
-  uint8_t* v_codes = nullptr;  // the unsigned map's
-  float* m_scales = nullptr;
-  float* v_scales = nullptr;
-  // Stochastic rounding's numbers: Philox under `seed`, streams 2 step and 2 step + 1 (m and v), element
-  // first_element + i for element i (the shard's place in the whole, a multiple of 4).
-  uint64_t seed = 0;
-  uint64_t first_element = 0;
-};
-// Adam or AdamW (params.kind) with 8-bit moments: as optimizer_step<float> with each block's moments read
-// from 8 bits before the update and stored in 8 bits after it.
+// Adam or AdamW (params.kind) with 8-bit moments (kernels/adam_8bit.h): as optimizer_step<float> with each
+// block's moments read from 8 bits before the update and stored in 8 bits after it.
 void optimizer_step_8bit(float* master, const float* grad, QuantizedMoments moments, int64_t n,
                          const OptimizerParams& params);
 

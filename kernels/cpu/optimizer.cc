@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/adam_element.h"
+#include "kernels/adam_element.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace zb::cpu {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/blockwise_quantization.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace zb {
@@ -19,7 +20,7 @@ struct EightBitState {
   std::vector<float> m_scales, v_scales;
   explicit EightBitState(int64_t n)
       : m_codes(n, 0), v_codes(n, 0), m_scales(quantization_blocks(n), 0.0f), v_scales(quantization_blocks(n), 0.0f) {}
-  cpu::QuantizedMoments view() { return {m_codes.data(), v_codes.data(), m_scales.data(), v_scales.data()}; }
+  QuantizedMoments view() { return {m_codes.data(), v_codes.data(), m_scales.data(), v_scales.data()}; }
   std::vector<float> moment(bool first) const {
     std::vector<float> out(m_codes.size());
     const int64_t n = int64_t(out.size());

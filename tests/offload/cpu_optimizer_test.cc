@@ -16,6 +16,7 @@
 
 #include "core/bf16.h"
 #include "core/f16.h"
+#include "kernels/blockwise_quantization.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "offload/cpu_optimizer.h"
 #include "support/tensor_views.h"
@@ -129,6 +130,57 @@ TEST(CpuOptimizer, Fp16ModelsAtEveryLevelMatchTheReference) {
     EXPECT_EQ(ours.m, before.m);
     EXPECT_EQ(ours.v, before.v);
     EXPECT_EQ(ours.out, before.out);
+  }
+}
+
+// 8-bit moments on the host: each quantization block's update is the CPU backend's (the same block routine,
+// so bit for bit, stochastic rounding's codes included), for bf16 and fp16 models, with the new weights written
+// over the gradients; a skipped step leaves the codes and scales as they were.
+TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
+  const int64_t n = 5'000;  // two whole blocks and a partial one
+  OptimizerParams p;
+  p.lr = 1e-3f;
+  p.weight_decay = 0.1f;
+  p.grad_scale = 0.5f;
+  for (DType model : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(model));
+    const auto round = model == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
+    const auto widen = model == DType::f16 ? f16_bits_to_float : bf16_bits_to_float;
+    Shard ours = random_shard(n, 41);
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (uint16_t& g : ours.grad) g = round(1e-2f * normal(rng));  // gradients in the model's dtype
+    std::vector<float> reference_master = ours.master, grad_f32(n);
+    const int64_t blocks = quantization_blocks(n);
+    std::vector<uint8_t> codes(4 * n, 0);
+    std::vector<float> scales(4 * blocks, 0.0f);
+    const QuantizedMoments mine{codes.data(), codes.data() + n, scales.data(), scales.data() + blocks, 9, 4096};
+    const QuantizedMoments theirs{codes.data() + 2 * n, codes.data() + 3 * n, scales.data() + 2 * blocks,
+                                  scales.data() + 3 * blocks, 9, 4096};
+    for (int64_t step = 1; step <= 3; ++step) {
+      p.step = step;
+      for (int64_t i = 0; i < n; ++i) grad_f32[i] = widen(ours.grad[i]);
+      CpuOptimizerShard shard{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.grad.data(), n, model};
+      shard.quantized = &mine;
+      cpu_optimizer_step(shard, p);
+      cpu::optimizer_step_8bit(reference_master.data(), grad_f32.data(), theirs, n, p);
+      EXPECT_EQ(ours.master, reference_master) << "step " << step;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ours.grad[i], round(ours.master[i])) << "the weights written at " << i;
+      for (int64_t i = 0; i < n; ++i) ours.grad[i] = round(widen(ours.grad[i]) * 0.5f + 1e-2f);  // the next gradients
+    }
+    EXPECT_TRUE(std::equal(codes.begin(), codes.begin() + 2 * n, codes.begin() + 2 * n));
+    EXPECT_TRUE(std::equal(scales.begin(), scales.begin() + 2 * blocks, scales.begin() + 2 * blocks));
+    const std::vector<uint8_t> codes_before = codes;
+    const std::vector<float> scales_before = scales, master_before = ours.master;
+    p.skip = true;
+    CpuOptimizerShard skipped{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.out.data(), n, model};
+    skipped.quantized = &mine;
+    cpu_optimizer_step(skipped, p);
+    p.skip = false;
+    EXPECT_EQ(codes, codes_before);
+    EXPECT_EQ(scales, scales_before);
+    EXPECT_EQ(ours.master, master_before);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ours.out[i], round(ours.master[i]));
   }
 }
 

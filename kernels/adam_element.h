@@ -1,11 +1,11 @@
 // One element of Adam's update as torch.optim defines it (AdamW: decoupled weight decay; Adam: L2 added to
-// the gradient), given the bias corrections 1 - beta^step: the CPU reference's fp32 and 8-bit-moment updates
-// share it, so that they compute alike.
+// the gradient), given the bias corrections 1 - beta^step: the CPU reference's fp32 update and every 8-bit-moment
+// update (kernels/adam_8bit.h) share it, so that they compute alike.
 #pragma once
 
 #include <cmath>
 
-namespace zb::cpu {
+namespace zb {
 
 template <typename T>
 struct AdamElement {
@@ -22,4 +22,4 @@ struct AdamElement {
   }
 };
 
-}  // namespace zb::cpu
+}  // namespace zb
