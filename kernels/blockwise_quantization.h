@@ -44,6 +44,10 @@ class DynamicMap {
   // the gap between them, else the lower.
   uint8_t round_stochastically(float x, float u) const;
   bool is_signed() const { return signed_; }
+  // The tables, for a device's copy: values by code; the values in increasing order and their codes.
+  const float* values() const { return values_.data(); }
+  const float* sorted_values() const { return sorted_.data(); }
+  const uint8_t* sorted_codes() const { return sorted_codes_.data(); }
 
  private:
   explicit DynamicMap(bool is_signed);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/adam_8bit.h"
 #include "kernels/attention_shape.h"
 #include "kernels/backend_options.h"
 #include "kernels/optimizer_params.h"
@@ -78,6 +79,12 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const float* 
 // of a dqkv [tokens, qkv_width]. T is one of the 16-bit types.
 template <typename T>
 void sum_head_groups(const T* full, const AttentionShape& shape, T* dst, cudaStream_t stream);
+// Adam or AdamW with 8-bit moments (kernels/adam_8bit.h, which this follows up to fused multiply-adds): master
+// and grad of n elements, the moments' codes and scales in `moments` (device pointers), the new weights into
+// params_out when it is not null. params.grad_factor, where set, is read on the device (a non-finite one skips).
+template <typename T>
+void adam_8bit_step(float* master, const T* grad, const QuantizedMoments& moments, T* params_out, int64_t n,
+                    const OptimizerParams& params, cudaStream_t stream);
 template <typename T>
 void rope_rotate(T* qkv, const float* inv_freq, const AttentionShape& shape, int direction, cudaStream_t stream);
 
