@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/bf16.h"
-#include "core/f16.h"
+#include "core/sixteen_bit.h"
 #include "core/check.h"
 
 namespace zb {
@@ -141,9 +140,7 @@ void write_on_host(const std::vector<float>& values, Tensor& weights) {
     std::copy(values.begin(), values.end(), static_cast<float*>(weights.data));
     return;
   }
-  ZB_CHECK(weights.dtype == DType::bf16 || weights.dtype == DType::f16, "host weights of dtype ",
-           dtype_name(weights.dtype));
-  const auto round = weights.dtype == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
+  const auto round = sixteen_bit_conversions(weights.dtype).from_float;
   uint16_t* out = static_cast<uint16_t*>(weights.data);
   for (size_t i = 0; i < values.size(); ++i) out[i] = round(values[i]);
 }

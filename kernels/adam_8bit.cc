@@ -1,7 +1,5 @@
 #include "kernels/adam_8bit.h"
 
-#include <cmath>
-
 #include "core/check.h"
 #include "kernels/adam_element.h"
 #include "kernels/blockwise_quantization.h"
@@ -13,9 +11,7 @@ void adam_8bit_block(float* master, const float* grad, int64_t count, const Quan
   ZB_CHECK(count > 0 && count <= kQuantizationBlock, "a block of ", count, " elements");
   ZB_CHECK(p.kind == OptimizerKind::adamw || p.kind == OptimizerKind::adam, "8-bit moments are Adam's and AdamW's");
   const DynamicMap &first = DynamicMap::signed_map(), &second = DynamicMap::unsigned_map();
-  const float b1 = p.beta1, b2 = p.beta2;
-  const AdamElement<float> adam{p.lr, p.weight_decay, b1, b2, p.eps, 1 - std::pow(b1, float(p.step)),
-                                1 - std::pow(b2, float(p.step)), p.kind == OptimizerKind::adamw};
+  const AdamElement<float> adam = adam_element(p);
   const int64_t begin = block * kQuantizationBlock;
   float m[kQuantizationBlock], v[kQuantizationBlock];
   dequantize_block(moments.m_codes + begin, count, moments.m_scales[block], first, m);

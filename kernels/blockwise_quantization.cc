@@ -84,7 +84,7 @@ float quantize_block(const float* values, int64_t n, const DynamicMap& map, uint
     const uint64_t group = (stochastic->first + uint64_t(i)) / 4;
     const std::array<uint32_t, 4> words = random_words(stochastic->seed, stochastic->stream, group);
     for (int64_t k = 0; k < 4 && i + k < n; ++k) {
-      const float u = float(words[size_t(k)] >> 8) * 0x1.0p-24f;  // [0, 1)
+      const float u = rounding_uniform(words[size_t(k)]);
       const float x = values[i + k] * inverse;
       // The largest magnitude maps to an end code exactly (x is +-1 up to rounding): kept exact.
       codes[i + k] = std::fabs(values[i + k]) == scale ? map.nearest(x) : map.round_stochastically(x, u);

@@ -27,6 +27,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace zb {
 
 constexpr int64_t kQuantizationBlock = 2048;
@@ -58,6 +60,9 @@ class DynamicMap {
   std::array<uint8_t, 256> sorted_codes_{};
   std::array<float, 255> midpoints_{};
 };
+
+// A uniform number in [0, 1) from a random word's top 24 bits (exact in fp32): stochastic rounding's.
+ZB_HOST_DEVICE inline float rounding_uniform(uint32_t word) { return float(word >> 8) * 0x1.0p-24f; }
 
 // Where the uniform numbers of stochastic rounding come from: value i of a block is element first + i of
 // Philox stream `stream` under `seed` (first a multiple of 4: one draw serves four elements).

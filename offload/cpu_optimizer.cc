@@ -69,6 +69,16 @@ inline void store_value(float* p, int64_t i, float x) { p[i] = x; }
 template <bool kHalf>
 using Sixteen = std::conditional_t<kHalf, F16, Bf16>;
 
+// fn.template operator()<Model>() with the element type of a model of `dtype`: float, F16 or Bf16.
+template <typename Fn>
+void with_model_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn.template operator()<float>();
+    case DType::f16: return fn.template operator()<F16>();
+    default: return fn.template operator()<Bf16>();
+  }
+}
+
 // Out of place (the speculative update), the state and the weights go to memory that is not in cache: a
 // plain store would first read each line (read-for-ownership), 14 more bytes per element on a kernel that
 // memory bounds. Non-temporal stores skip that read; they need aligned addresses, so they are used where the
@@ -298,28 +308,19 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
     std::copy_n(shard.m_in, shard.n, shard.m);
     if (shard.v_in) std::copy_n(shard.v_in, shard.n, shard.v);
   }
-  const auto write = [&]<typename Model>() {
+  with_model_type(shard.model, [&]<typename Model>() {
     Model* out = static_cast<Model*>(shard.params_out);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < shard.n; ++i) store_value(out, i, master[i]);
-  };
-  switch (shard.model) {
-    case DType::f32: return write.template operator()<float>();
-    case DType::f16: return write.template operator()<F16>();
-    default: return write.template operator()<Bf16>();
-  }
+  });
 }
-
-}  // namespace
-
-namespace {
 
 // The 8-bit-moment update, a quantization block at a time: the block's gradients read to fp32, the block
 // updated (kernels/adam_8bit.h), the new weights written in the model's dtype.
 void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params) {
   ZB_CHECK(!s.master_in && !s.m_in && !s.v_in, "8-bit moments are updated in place");
   const int64_t blocks = quantization_blocks(s.n);
-  const auto run = [&]<typename Model>() {
+  with_model_type(s.model, [&]<typename Model>() {
     const Model* grad = static_cast<const Model*>(s.grad);
     Model* out = static_cast<Model*>(s.params_out);
 #pragma omp parallel for schedule(dynamic, 4)
@@ -332,12 +333,7 @@ void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params) {
         for (int64_t k = 0; k < count; ++k) store_value(out, begin + k, s.master[begin + k]);
       }
     }
-  };
-  switch (s.model) {
-    case DType::f32: return run.template operator()<float>();
-    case DType::f16: return run.template operator()<F16>();
-    default: return run.template operator()<Bf16>();
-  }
+  });
 }
 
 }  // namespace
@@ -359,26 +355,22 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
   // (The pinned state is first touched by the thread that allocates it, so a static split keeps no locality.)
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (shard.n + kChunk - 1) / kChunk;
+  with_model_type(shard.model, [&]<typename Model>() {
+    constexpr bool kHalf = std::is_same_v<Model, F16>;
 #pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
-    if (shard.model == DType::f32) {
-      step_scalar<float>(shard, c, begin, end);
-      continue;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
+      if constexpr (std::is_same_v<Model, float>) {
+        step_scalar<float>(shard, c, begin, end);  // (the CPU backend's dtype: no vector path)
+      } else {
+        switch (level) {
+          case SimdLevel::avx512: step_avx512<kHalf>(shard, c, streaming, begin, end); break;
+          case SimdLevel::avx2: step_avx2<kHalf>(shard, c, streaming, begin, end); break;
+          case SimdLevel::scalar: step_scalar<Model>(shard, c, begin, end); break;
+        }
+      }
     }
-    const bool half = shard.model == DType::f16;
-    switch (level) {
-      case SimdLevel::avx512:
-        half ? step_avx512<true>(shard, c, streaming, begin, end) : step_avx512<false>(shard, c, streaming, begin, end);
-        break;
-      case SimdLevel::avx2:
-        half ? step_avx2<true>(shard, c, streaming, begin, end) : step_avx2<false>(shard, c, streaming, begin, end);
-        break;
-      case SimdLevel::scalar:
-        half ? step_scalar<F16>(shard, c, begin, end) : step_scalar<Bf16>(shard, c, begin, end);
-        break;
-    }
-  }
+  });
 }
 
 }  // namespace zb

@@ -2,6 +2,7 @@
 // the gradient scale (clipping) folded in and the model's copy of the weights written in its dtype; and the
 // deterministic sum of squares behind the global gradient norm; and the step's other scalars (the loss summed
 // over tokens, the clipping factor), kept on the device so that a step runs without the host reading them.
+#include "kernels/adam_element.h"
 #include "kernels/clip_factor.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -20,19 +21,15 @@ __device__ __forceinline__ bool resolve_factor(const float* grad_factor, float& 
   return isfinite(grad_scale);
 }
 
-// One element of Adam(W), in the order torch's single-tensor AdamW computes it.
+// One element of Adam(W) (kernels/adam_element.h, in the order torch's single-tensor AdamW computes it) with
+// the step's gradient scale.
 struct AdamStep {
-  float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
-  bool decoupled;
+  AdamElement<float> adam;
+  float grad_scale;
   const float* grad_factor;  // see OptimizerParams::grad_factor
   __device__ __forceinline__ bool resolve_factor() { return zb::cuda::resolve_factor(grad_factor, grad_scale); }
   __device__ __forceinline__ float apply(float p, float& m, float& v, float grad) const {
-    float g = grad * grad_scale;
-    if (!decoupled) g += weight_decay * p;
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    if (decoupled) p -= lr * weight_decay * p;
-    return p - lr * (m / bias1) / (sqrtf(v / bias2) + eps);
+    return adam(p, grad * grad_scale, m, v);
   }
 };
 
@@ -184,8 +181,8 @@ void optimizer_step(float* master, const T* grad, float* m, float* v, T* params_
     // In double, as torch computes them: 1 - 0.999f in float is already 1.3e-5 relative off.
     const float bias1 = float(1.0 - std::pow(double(p.beta1), double(p.step)));
     const float bias2 = float(1.0 - std::pow(double(p.beta2), double(p.step)));
-    const AdamStep step{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_scale, bias1, bias2,
-                        p.kind == OptimizerKind::adamw, p.grad_factor};
+    const AdamStep step{{p.lr, p.weight_decay, p.beta1, p.beta2, p.eps, bias1, bias2, p.kind == OptimizerKind::adamw},
+                        p.grad_scale, p.grad_factor};
     // The first n - n % 4 elements four at a time where every array allows it, the rest one at a time.
     const auto aligned = [](const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
     const int64_t quads =

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/random.h"
+#include "kernels/adam_element.h"
 #include "kernels/blockwise_quantization.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -93,9 +94,9 @@ __device__ float block_max(float x, float* scratch) {
 }
 
 struct Step {
-  float lr, beta1, beta2, eps, weight_decay, grad_scale, bias1, bias2;
-  bool decoupled;
-  const float* grad_factor;
+  AdamElement<float> adam;
+  float grad_scale;
+  const float* grad_factor;  // see OptimizerParams::grad_factor
   uint64_t seed, first_element, stream;
 };
 
@@ -127,13 +128,7 @@ __global__ void __launch_bounds__(kThreads) adam_8bit_kernel(float* master, cons
     if (i >= n) continue;
     m[k] = t.first.values[m_codes[i]] * m_scale;
     v[k] = t.second.values[v_codes[i]] * v_scale;
-    // AdamElement's order (kernels/adam_element.h).
-    float p = master[i], g = to_float(grad[i]) * grad_scale;
-    if (!step.decoupled) g += step.weight_decay * p;
-    m[k] = step.beta1 * m[k] + (1 - step.beta1) * g;
-    v[k] = step.beta2 * v[k] + (1 - step.beta2) * g * g;
-    if (step.decoupled) p -= step.lr * step.weight_decay * p;
-    p = p - step.lr * (m[k] / step.bias1) / (sqrtf(v[k] / step.bias2) + step.eps);
+    const float p = step.adam(master[i], to_float(grad[i]) * grad_scale, m[k], v[k]);
     master[i] = p;
     if (params_out) params_out[i] = from_float<T>(p);
     m_peak = fmaxf(m_peak, fabsf(m[k]));
@@ -151,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) adam_8bit_kernel(float* master, cons
       const int j = 4 * half + k;
       const int64_t i = first + j;
       if (i >= n) continue;
-      const float um = float(m_words[k] >> 8) * 0x1.0p-24f, uv = float(v_words[k] >> 8) * 0x1.0p-24f;
+      const float um = rounding_uniform(m_words[k]), uv = rounding_uniform(v_words[k]);
       const float xm = m[j] * m_inverse, xv = v[j] * v_inverse;
       m_codes[i] = fabsf(m[j]) == new_m_scale ? nearest_code(t.first, xm) : stochastic_code(t.first, xm, um);
       v_codes[i] = fabsf(v[j]) == new_v_scale ? nearest_code(t.second, xv) : stochastic_code(t.second, xv, uv);
@@ -168,18 +163,7 @@ void adam_8bit_step(float* master, const T* grad, const QuantizedMoments& moment
   ZB_CHECK(p.kind == OptimizerKind::adamw || p.kind == OptimizerKind::adam, "8-bit moments are Adam's and AdamW's");
   ZB_CHECK(moments.first_element % 4 == 0, "8-bit moments start at a multiple of 4 elements");
   if (n == 0) return;
-  const Step step{p.lr,
-                  p.beta1,
-                  p.beta2,
-                  p.eps,
-                  p.weight_decay,
-                  p.grad_scale,
-                  1 - std::pow(p.beta1, float(p.step)),
-                  1 - std::pow(p.beta2, float(p.step)),
-                  p.kind == OptimizerKind::adamw,
-                  p.grad_factor,
-                  moments.seed,
-                  moments.first_element,
+  const Step step{adam_element(p), p.grad_scale, p.grad_factor, moments.seed, moments.first_element,
                   2 * uint64_t(p.step)};
   adam_8bit_kernel<T><<<blocks_for(quantization_blocks(n), 1), kThreads, 0, stream>>>(
       master, grad, moments.m_codes, moments.v_codes, moments.m_scales, moments.v_scales, params_out, n,

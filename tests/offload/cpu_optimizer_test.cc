@@ -16,6 +16,7 @@
 
 #include "core/bf16.h"
 #include "core/f16.h"
+#include "core/sixteen_bit.h"
 #include "kernels/blockwise_quantization.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "offload/cpu_optimizer.h"
@@ -144,8 +145,7 @@ TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
   p.grad_scale = 0.5f;
   for (DType model : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(model));
-    const auto round = model == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
-    const auto widen = model == DType::f16 ? f16_bits_to_float : bf16_bits_to_float;
+    const auto [round, widen] = sixteen_bit_conversions(model);
     Shard ours = random_shard(n, 41);
     std::mt19937 rng(42);
     std::normal_distribution<float> normal(0.0f, 1.0f);

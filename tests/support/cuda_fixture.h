@@ -9,8 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/f16.h"
+#include "core/sixteen_bit.h"
 #include "core/cuda_devices.h"
 #include "core/cuda_memory.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -52,7 +51,7 @@ class CudaFixture {
     buffers.push_back(allocator->allocate(shape, dtype, MemoryPool::workspace));
     Tensor t = buffers.back().view(shape, dtype);
     if (dtype == DType::bf16 || dtype == DType::f16) {
-      const auto round = dtype == DType::f16 ? float_to_f16_bits : float_to_bf16_bits;
+      const auto round = sixteen_bit_conversions(dtype).from_float;
       std::vector<uint16_t> bits(host.size());
       for (size_t i = 0; i < host.size(); ++i) bits[i] = round(host[i]);
       gpu->copy(Tensor(bits.data(), shape, dtype, Device::cpu()), t);
@@ -91,7 +90,7 @@ class CudaFixture {
   std::vector<float> download(const Tensor& t) {
     std::vector<float> host(t.numel());
     if (t.dtype == DType::bf16 || t.dtype == DType::f16) {
-      const auto widen = t.dtype == DType::f16 ? f16_bits_to_float : bf16_bits_to_float;
+      const auto widen = sixteen_bit_conversions(t.dtype).to_float;
       std::vector<uint16_t> bits(t.numel());
       Tensor h(bits.data(), t.shape, t.dtype, Device::cpu());
       gpu->copy(t, h);
