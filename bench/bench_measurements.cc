@@ -73,7 +73,7 @@ PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t param
   const double psi = double(parameters), n = double(world);
   const double weight_bytes = double(dtype_size(options.dtype));
   const double master = ParameterStore::has_separate_master(options.dtype) ? 4 : 0;
-  const double moments = 4.0 * (options.optimizer.kind == OptimizerKind::sgd ? 1 : 2);
+  const double moments = OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
   const int stage = options.zero.stage;
   PredictedMemory p;
   p.parameters = weight_bytes * psi / (stage == 3 ? n : 1);
@@ -99,6 +99,7 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.grad_accum = options.grad_accum;
   r.dtype = std::string(dtype_name(options.dtype));
   r.activation_checkpointing = std::string(activation_checkpointing_name(options.activation_checkpointing));
+  r.optimizer = optimizer_name(options.optimizer);
   return r;
 }
 

@@ -45,6 +45,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["grad_accum"] = r.grad_accum;
   j["dtype"] = r.dtype;
   j["activation_checkpointing"] = r.activation_checkpointing;
+  j["optimizer"] = r.optimizer;
   j["repeat"] = r.repeat;
   number("avg_step_time_ms", r.avg_step_time_ms);
   number("p50_step_ms", r.p50_step_ms);

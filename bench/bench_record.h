@@ -40,6 +40,7 @@ struct BenchRecord {
   int64_t batch_size = 0, seq_length = 0, grad_accum = 1;
   std::string dtype;
   std::string activation_checkpointing = "none";  // none, full or selective (models/activation_checkpointing.h)
+  std::string optimizer = "adamw";  // adamw, adam, sgd, adamw8bit or adam8bit (OptimizerParams)
   // The outcome: "ok", "oom", "error" or "interrupted"; error holds the message of the rank that failed.
   std::string status = "ok";
   std::string error;

@@ -39,7 +39,7 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
     ("num-steps", po::value(&v.num_steps)->default_value(v.num_steps), "optimizer steps")
     ("grad-accum", po::value(&v.grad_accum)->default_value(v.grad_accum), "micro-batches per optimizer step")
     ("lr", po::value(&v.lr)->default_value(v.lr, "3e-4"), "learning rate (constant)")
-    ("optimizer", po::value(&v.optimizer)->default_value(v.optimizer), "adamw, adam or sgd")
+    ("optimizer", po::value(&v.optimizer)->default_value(v.optimizer), kOptimizerHelp)
     ("weight-decay", po::value<double>()->notifier([&v](double x) { v.weight_decay = x; }),
      "weight decay, decoupled for adamw, L2 for adam and sgd (default: 0.01 for adamw, 0 otherwise)")
     ("momentum", po::value(&v.momentum)->default_value(v.momentum), "SGD momentum")
@@ -251,7 +251,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
                          " tokens per micro-batch"));
   }
   o.grad_accum = f.grad_accum;
-  o.optimizer.kind = parse_flag("optimizer", [&] { return parse_optimizer_kind(f.optimizer); });
+  parse_flag("optimizer", [&] { set_optimizer(o.optimizer, f.optimizer); });
   o.optimizer.lr = require_real(f.lr, "lr", 0.0, 1e3, /*zero_allowed=*/false);
   o.optimizer.weight_decay = f.weight_decay ? require_real(*f.weight_decay, "weight-decay", 0.0, 1e3, true)
                              : o.optimizer.kind == OptimizerKind::adamw ? 0.01f

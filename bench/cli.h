@@ -47,6 +47,9 @@ struct TrainingFlags {
 };
 
 // The help of --dtype, shared by every program.
+inline constexpr const char* kOptimizerHelp =
+    "adamw, adam, sgd, or adamw8bit and adam8bit: Adam's moments in 8 bits (block-wise quantized, a scale a block "
+    "of 2048), the master weights fp32";
 inline constexpr const char* kDtypeHelp =
     "bf16 (mixed precision: bf16 weights, activations and gradients, fp32 master weights and optimizer state), "
     "fp16 (the same in fp16, with a loss scale: see --loss-scale; GPU only) or fp32";

@@ -36,7 +36,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("activation-checkpointing", po::value(&f.checkpointing)->multitoken()->default_value(f.checkpointing, "none"),
      (std::string(kActivationCheckpointingHelp) + ". Several (e.g. none full) compare each with every " +
       (zero ? "stage" : "strategy")).c_str())
-    ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adamw, adam or sgd")
+    ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), kOptimizerHelp)
     ("lr", po::value(&t.lr)->default_value(t.lr, "3e-4"), "learning rate (constant)")
     ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
     ("device", po::value(&t.device)->default_value(t.device, "cuda"),

@@ -74,6 +74,8 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
     ds.aio_overlap_events = o.aio.overlap_events;
   }
   ds.gradient_clipping = as_decimal(o.grad_clip);
+  // (DeepSpeed's config names no 8-bit optimizer: an 8-bit AdamW is given to deepspeed.initialize as the
+  // optimizer instead, and the config's optimizer section then left out. Written as the AdamW it quantizes.)
   ds.optimizer = std::string(optimizer_kind_name(o.optimizer.kind));
   ds.lr = as_decimal(o.optimizer.lr);
   ds.weight_decay = as_decimal(o.optimizer.weight_decay);

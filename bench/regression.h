@@ -16,10 +16,11 @@
 namespace zb {
 
 // The identity of a configuration across runs: "model stage S strategy world W batch B seq T accum A dtype",
-// and " ckpt MODE" with activation checkpointing (a record without the field, from before it existed, ran none).
+// and " ckpt MODE" with activation checkpointing, " OPTIMIZER" with another optimizer than adamw (a record without
+// those fields, from before they existed, ran none and adamw).
 std::string configuration_key(const std::string& model, int stage, const std::string& strategy, int world,
                               int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype,
-                              const std::string& checkpointing = "none");
+                              const std::string& checkpointing = "none", const std::string& optimizer = "adamw");
 std::string configuration_key(const TrainingOptions& options, int world);
 
 // A baseline file, read and checked: a non-empty JSON array of records, each holding the fields that identify

@@ -96,7 +96,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                     ? std::string()
                     : zb::cat(zb::activation_checkpointing_name(o.activation_checkpointing),
                               " activation checkpointing | "),
-                zb::optimizer_kind_name(o.optimizer.kind), " lr ", o.optimizer.lr, " | data: ", data->describe()));
+                zb::optimizer_name(o.optimizer), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
   if (run.device.is_cuda()) print(zb::cat("backend options: ", zb::program_backend_options().summary()));
   if (o.offload == zb::OffloadStrategy::nvme && !trainer.nvme_direct_io()) {

@@ -16,9 +16,10 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-int64_t padded_bytes(int64_t floats) {
+// Bytes rounded up to the file's alignment (O_DIRECT transfers).
+int64_t file_aligned(size_t bytes) {
   const int64_t a = int64_t(AioFile::kAlignment);
-  return (floats * int64_t(sizeof(float)) + a - 1) / a * a;
+  return (int64_t(bytes) + a - 1) / a * a;
 }
 
 // Waits for a transfer started on another thread, adding the wait to wait_ms and the transfer's own
@@ -32,38 +33,41 @@ void finish_transfer(std::future<double>& pending, double& wait_ms, double& busy
 
 }  // namespace
 
+int64_t HostOptimizer::moments_offset(const Unit& unit) const {
+  return file_aligned(size_t(unit.n) * sizeof(float));
+}
+
 size_t HostOptimizer::state_bytes(const Unit& unit) const {
-  return size_t(padded_bytes(unit.n) * (second_moment_ ? 3 : 2));
+  return size_t(moments_offset(unit) + file_aligned(format_.moment_bytes(unit.n)));
 }
 
 size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, const ShardGeometry& geometry,
-                                 bool needs_second_moment, bool nvme) {
-  const size_t state_arrays = needs_second_moment ? 3 : 2;
+                                 const OptimizerStateFormat& format, bool nvme) {
   size_t state = 0, buffers = 0, weights = 0, largest = 0;
   const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
   for (size_t u = 0; u < on_host.size(); ++u) {
     if (!on_host[u]) continue;  // updated on the device
     const size_t range = size_t(ParameterStore::optimizer_numel(
-        ParameterStore::padded_numel(layout.unit(u).numel, geometry.world), geometry));
+        ParameterStore::padded_numel(layout.unit(u).numel, geometry), geometry));
     largest = std::max(largest, range);
-    state += range * sizeof(float) * state_arrays;
+    state += range * sizeof(float) + format.moment_bytes(int64_t(range));
     buffers += range * dtype_size(dtype);
     if (geometry.params_on_host) weights += range * dtype_size(dtype);  // the store keeps the range's weights
   }
-  const size_t nvme_stages = 2 * size_t(padded_bytes(int64_t(largest))) * state_arrays;
+  const size_t nvme_stages =
+      2 * size_t(file_aligned(largest * sizeof(float)) + file_aligned(format.moment_bytes(int64_t(largest))));
   return buffers + weights + (nvme ? nvme_stages : state);
 }
 
 size_t HostOptimizer::speculation_bytes(int64_t range, DType dtype, const ShardGeometry& geometry,
-                                        bool needs_second_moment) {
-  return size_t(range) * (sizeof(float) * (needs_second_moment ? 3 : 2) +
-                          (geometry.params_on_host ? 0 : dtype_size(dtype)));
+                                        const OptimizerStateFormat& format) {
+  return size_t(range) * (sizeof(float) + (geometry.params_on_host ? 0 : dtype_size(dtype))) +
+         format.moment_bytes(range);
 }
 
-HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed,
-                             bool needs_second_moment, int threads, HostStateStorage storage,
-                             const std::vector<bool>& speculative_units)
-    : store_(store), second_moment_(needs_second_moment), threads_(std::max(1, threads)) {
+HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed, int threads,
+                             HostStateStorage storage, const std::vector<bool>& speculative_units)
+    : store_(store), format_(store.state_format()), threads_(std::max(1, threads)) {
   const DType dtype = store.dtype();
   ZB_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
            "the CPU optimizer takes fp32, bf16 or fp16 models, not ", dtype_name(dtype));
@@ -71,8 +75,7 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
     const Shape shape{n};
     StateArrays arrays;
     arrays.master = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
-    arrays.m = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
-    if (needs_second_moment) arrays.v = host_allocator.allocate(shape, DType::f32, MemoryPool::optimizer_state);
+    arrays.moments = host_allocator.allocate(format_.moment_bytes(n), MemoryPool::optimizer_state);
     return arrays;
   };
   int64_t offset = 0;
@@ -117,8 +120,7 @@ HostOptimizer::HostOptimizer(ParameterStore& store, TrackingAllocator& host_allo
       file_->write(stage, state_bytes(unit), unit.file_offset);
     } else {
       std::memcpy(unit.state.master.data(), initial.data(), initial.size() * sizeof(float));
-      std::memset(unit.state.m.data(), 0, unit.state.m.bytes());
-      if (needs_second_moment) std::memset(unit.state.v.data(), 0, unit.state.v.bytes());
+      std::memset(unit.state.moments.data(), 0, unit.state.moments.bytes());  // (codes and scales of 0 are 0 too)
     }
   }
   shared_->done.assign(units_.size(), true);
@@ -329,24 +331,43 @@ void HostOptimizer::run_step(const OptimizerParams& params, const std::vector<si
   update_in_memory(rest, params, times);
 }
 
+CpuOptimizerShard HostOptimizer::shard_of(size_t u, float* master, void* moments, void* weights) const {
+  const int64_t n = units_[u].n;
+  const MomentPointers parts = moment_pointers(moments, n, format_);
+  CpuOptimizerShard shard;
+  shard.master = master;
+  shard.grad = units_[u].io.data();
+  shard.m = static_cast<float*>(parts.m);
+  shard.v = static_cast<float*>(parts.v);
+  shard.params_out = weights;
+  shard.n = n;
+  shard.model = store_.dtype();
+  if (format_.quantized) {
+    shard.quantized = parts.quantized;
+    shard.quantized->seed = store_.seed();
+    shard.quantized->first_element = unit_element(u, store_.optimizer_begin(u));
+  }
+  return shard;
+}
+
 void HostOptimizer::speculate_unit(size_t u, const OptimizerParams& params) {
   Unit& unit = units_[u];
   void* weights = store_.params_on_host() ? store_.optimizer_params(u).data : unit.spare_weights.data();
-  CpuOptimizerShard shard{static_cast<float*>(unit.spare.master.data()), unit.io.data(),
-                          static_cast<float*>(unit.spare.m.data()), static_cast<float*>(unit.spare.v.data()),
-                          weights, unit.n, store_.dtype()};
-  shard.master_in = static_cast<const float*>(unit.state.master.data());
-  shard.m_in = static_cast<const float*>(unit.state.m.data());
-  shard.v_in = static_cast<const float*>(unit.state.v.data());
+  CpuOptimizerShard shard = shard_of(u, static_cast<float*>(unit.spare.master.data()), unit.spare.moments.data(), weights);
+  const CpuOptimizerShard state = shard_of(u, static_cast<float*>(unit.state.master.data()), unit.state.moments.data(),
+                                           nullptr);
+  shard.master_in = state.master;
+  shard.m_in = state.m;
+  shard.v_in = state.v;
+  shard.quantized_in = state.quantized;
   cpu_optimizer_step(shard, params);
 }
 
-void HostOptimizer::update_unit(size_t u, float* master, float* m, float* v, const OptimizerParams& params,
+void HostOptimizer::update_unit(size_t u, float* master, void* moments, const OptimizerParams& params,
                                 OffloadTimes& times) {
   const auto start = Clock::now();
   // The new weights may overwrite the gradient in place: each position is read before it is written.
-  cpu_optimizer_step({master, units_[u].io.data(), m, v, updated_weights(u).data, units_[u].n, store_.dtype()},
-                     params);
+  cpu_optimizer_step(shard_of(u, master, moments, updated_weights(u).data), params);
   times.cpu_ms += ms_since(start);
   mark_done(u);
 }
@@ -355,8 +376,7 @@ void HostOptimizer::update_in_memory(const std::vector<size_t>& order, const Opt
                                      OffloadTimes& times) {
   for (size_t u : order) {
     Unit& unit = units_[u];
-    update_unit(u, static_cast<float*>(unit.state.master.data()), static_cast<float*>(unit.state.m.data()),
-                static_cast<float*>(unit.state.v.data()), params, times);
+    update_unit(u, static_cast<float*>(unit.state.master.data()), unit.state.moments.data(), params, times);
   }
 }
 
@@ -395,9 +415,8 @@ void HostOptimizer::update_from_file(const std::vector<size_t>& order, const Opt
       next_read = transfer(false, order[i + 1], 1 - k);
       times.nvme_read_bytes += double(state_bytes(units_[order[i + 1]]));
     }
-    float* base = static_cast<float*>(nvme_stage_[k].data());
-    const int64_t stride = padded_bytes(units_[u].n) / int64_t(sizeof(float));
-    update_unit(u, base, base + stride, second_moment_ ? base + 2 * stride : nullptr, params, times);
+    char* base = static_cast<char*>(nvme_stage_[k].data());
+    update_unit(u, reinterpret_cast<float*>(base), base + moments_offset(units_[u]), params, times);
     times.nvme_write_bytes += double(state_bytes(units_[u]));
     pending_write_[k] = transfer(true, u, k);
   }

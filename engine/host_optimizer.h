@@ -35,6 +35,7 @@
 #include "engine/parameter_store.h"
 #include "kernels/optimizer_params.h"
 #include "offload/aio_file.h"
+#include "offload/cpu_optimizer.h"
 
 namespace zb {
 
@@ -50,8 +51,9 @@ class HostOptimizer {
   // The master weights start from the layout's initial values under `seed`, as the device's would.
   // speculative_units: which units get spare state for speculation (empty: none; ignored with NVMe).
   // threads: the CPU threads each update uses (see optimizer_threads_beside_training).
-  HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed, bool needs_second_moment,
-                int threads, HostStateStorage storage = {}, const std::vector<bool>& speculative_units = {});
+  // The moments are as the store's format says (store.state_format()).
+  HostOptimizer(ParameterStore& store, TrackingAllocator& host_allocator, uint64_t seed, int threads,
+                HostStateStorage storage = {}, const std::vector<bool>& speculative_units = {});
   ~HostOptimizer();  // waits for a running update (its errors no longer matter)
   HostOptimizer(const HostOptimizer&) = delete;
   HostOptimizer& operator=(const HostOptimizer&) = delete;
@@ -60,10 +62,11 @@ class HostOptimizer {
   // state (or, with NVMe, only its staging buffers), the units' gradient buffers and, with the weights on
   // the host, those. For the capacity check before anything is allocated.
   static size_t host_bytes(const ParameterLayout& layout, DType dtype, const ShardGeometry& geometry,
-                           bool needs_second_moment, bool nvme);
+                           const OptimizerStateFormat& state, bool nvme);
   // The host bytes that speculation adds for a unit whose optimizer range holds `range` elements: spare
   // state, and a spare weights buffer unless the weights live on the host.
-  static size_t speculation_bytes(int64_t range, DType dtype, const ShardGeometry& geometry, bool needs_second_moment);
+  static size_t speculation_bytes(int64_t range, DType dtype, const ShardGeometry& geometry,
+                                  const OptimizerStateFormat& state);
 
   // Unit u's host buffer: its gradient range lands here before step() (model dtype, optimizer range).
   Tensor gradient_buffer(size_t u) const;
@@ -105,14 +108,14 @@ class HostOptimizer {
 
  private:
   struct StateArrays {
-    Buffer master, m, v;
+    Buffer master, moments;  // fp32 master weights; the moments as kernels/optimizer_state.h lays them out
   };
   struct Unit {  // (empty for a unit the device updates: see ParameterStore::optimizer_on_host)
     int64_t n = 0;
     StateArrays state;        // in memory; empty with NVMe
     StateArrays spare;        // speculation's output; empty for units that do not speculate
     Buffer spare_weights;     // speculation's weights, unless they go to the store's host weights
-    int64_t file_offset = 0;  // with NVMe: where [master | m | v] starts, each padded to 4 KiB
+    int64_t file_offset = 0;  // with NVMe: where [master | moments] starts, each padded to 4 KiB
     Buffer io;                // the gradient down, and the new weights up (unless those live on the host)
     bool speculates() const { return !spare.master.empty(); }
   };
@@ -145,14 +148,18 @@ class HostOptimizer {
   void speculate_unit(size_t u, const OptimizerParams& params);
   void update_in_memory(const std::vector<size_t>& order, const OptimizerParams& params, OffloadTimes& times);
   void update_from_file(const std::vector<size_t>& order, const OptimizerParams& params, OffloadTimes& times);
-  // One unit's update on state at master/m/v (n floats each); then marks the unit done.
-  void update_unit(size_t u, float* master, float* m, float* v, const OptimizerParams& params, OffloadTimes& times);
+  // Unit u's state at master (n floats) and moments (laid out as the store's format says) as the CPU
+  // optimizer takes it, its new weights to `weights`.
+  CpuOptimizerShard shard_of(size_t u, float* master, void* moments, void* weights) const;
+  // One unit's update of its state at master and moments, in place; then marks the unit done.
+  void update_unit(size_t u, float* master, void* moments, const OptimizerParams& params, OffloadTimes& times);
   void mark_done(size_t u);
   void wait_writes() noexcept;
-  size_t state_bytes(const Unit& unit) const;  // of one unit's [master | m | v] in the file
+  size_t state_bytes(const Unit& unit) const;  // of one unit's [master | moments] in the file
+  int64_t moments_offset(const Unit& unit) const;  // where its moments start in it
 
   ParameterStore& store_;
-  bool second_moment_;
+  OptimizerStateFormat format_;
   int threads_;
   std::vector<Unit> units_;
   std::unique_ptr<AioFile> file_;

@@ -4,12 +4,13 @@
 #include <thread>
 
 #include "core/sixteen_bit.h"
+#include "kernels/blockwise_quantization.h"
 #include "core/check.h"
 
 namespace zb {
 
-int64_t ParameterStore::padded_numel(int64_t numel, int world) {
-  const int64_t granule = int64_t(world) * kShardAlignment;
+int64_t ParameterStore::padded_numel(int64_t numel, const ShardGeometry& geometry) {
+  const int64_t granule = int64_t(geometry.world) * geometry.alignment;
   return (numel + granule - 1) / granule * granule;
 }
 
@@ -18,11 +19,11 @@ std::vector<bool> ParameterStore::host_optimizer_units(const ParameterLayout& la
   std::vector<bool> on_host(count, geometry.optimizer_on_host);
   if (!geometry.optimizer_on_host || geometry.offload_ratio >= 1) return on_host;
   double total = 0;
-  for (const ParameterUnit& unit : layout.units()) total += double(padded_numel(unit.numel, geometry.world));
+  for (const ParameterUnit& unit : layout.units()) total += double(padded_numel(unit.numel, geometry));
   const double device_share = (1.0 - geometry.offload_ratio) * total;
   double kept = 0;
   for (size_t u = 0; u < count; ++u) {  // in forward order
-    const double n = double(padded_numel(layout.unit(u).numel, geometry.world));
+    const double n = double(padded_numel(layout.unit(u).numel, geometry));
     if (kept + n > device_share) continue;  // (a large embedding need not leave the blocks on the host)
     kept += n;
     on_host[u] = false;
@@ -34,7 +35,7 @@ double ParameterStore::host_optimizer_share(const ParameterLayout& layout, const
   const std::vector<bool> on_host = host_optimizer_units(layout, geometry);
   double host = 0, total = 0;
   for (size_t u = 0; u < on_host.size(); ++u) {
-    const double n = double(padded_numel(layout.unit(u).numel, geometry.world));
+    const double n = double(padded_numel(layout.unit(u).numel, geometry));
     total += n;
     if (on_host[u]) host += n;
   }
@@ -42,14 +43,18 @@ double ParameterStore::host_optimizer_share(const ParameterLayout& layout, const
 }
 
 ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype,
-                               bool needs_second_moment, ShardGeometry geometry, TrackingAllocator* host_allocator)
-    : layout_(layout), allocator_(allocator), dtype_(dtype), geometry_(geometry) {
+                               OptimizerStateFormat state, ShardGeometry geometry, TrackingAllocator* host_allocator)
+    : layout_(layout), allocator_(allocator), dtype_(dtype), state_(state), geometry_(geometry) {
   ZB_CHECK(!geometry.params_on_host || host_allocator != nullptr, "weights on the host need a host allocator");
   ZB_CHECK(!geometry.params_on_host || geometry.optimizer_on_host, "weights on the host need the optimizer there");
   TrackingAllocator& params_allocator = geometry.params_on_host ? *host_allocator : allocator;
   ZB_CHECK(geometry.offload_ratio > 0 && geometry.offload_ratio <= 1, "offload ratio ", geometry.offload_ratio);
   ZB_CHECK(!geometry.params_on_host || geometry.offload_ratio == 1, "weights on the host need all the optimizer there");
   ZB_CHECK(geometry.stage >= 0 && geometry.stage <= 3, "ZeRO stage ", geometry.stage);
+  ZB_CHECK(geometry.alignment > 0 && geometry.alignment % kShardAlignment == 0 &&
+               (!state.quantized || geometry.alignment % kQuantizationBlock == 0),
+           "shard alignment ", geometry.alignment);
+  ZB_CHECK(!state.quantized || state.second_moment, "8-bit moments are Adam's");
   ZB_CHECK(geometry.world >= 1 && geometry.rank >= 0 && geometry.rank < geometry.world, "rank ", geometry.rank, " of ",
            geometry.world);
   const DType state_dtype = master_dtype(dtype);
@@ -57,21 +62,20 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
   for (const ParameterUnit& pu : layout.units()) {
     Unit unit;
     unit.optimizer_on_host = on_host[units_.size()];
-    unit.padded = padded_numel(pu.numel, geometry.world);
+    unit.padded = padded_numel(pu.numel, geometry);
     const int64_t shard = unit.padded / geometry.world;
     unit.whole_params = geometry.stage < 3 || pu.numel < geometry.persistence_threshold;
     // Weights on the host are only what this rank's optimizer updates: whole in stage 0, else its shard,
     // which the other ranks' shards join on the device (gathered there, as stage 3 does).
     if (geometry.params_on_host) unit.whole_params = geometry.stage == 0;
-    const int64_t state = optimizer_numel(unit.padded, geometry);
+    const int64_t range = optimizer_numel(unit.padded, geometry);
     unit.params =
         params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
     if (!unit.optimizer_on_host) {
       if (has_separate_master(dtype))
-        unit.master = allocator.allocate(Shape{state}, DType::f32, MemoryPool::optimizer_state);
-      unit.m = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
-      if (needs_second_moment) unit.v = allocator.allocate(Shape{state}, state_dtype, MemoryPool::optimizer_state);
+        unit.master = allocator.allocate(Shape{range}, DType::f32, MemoryPool::optimizer_state);
+      unit.moments = allocator.allocate(state_.moment_bytes(range, state_dtype), MemoryPool::optimizer_state);
     }
     units_.push_back(std::move(unit));
   }
@@ -106,6 +110,32 @@ Tensor ParameterStore::master(size_t u) const {
 
 Tensor ParameterStore::model_copy(size_t u) const {
   return units_[u].master.bytes() ? optimizer_params(u) : Tensor{};
+}
+
+MomentPointers ParameterStore::moment_pointers_of(size_t u) const {
+  ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
+  return moment_pointers(units_[u].moments.data(), optimizer_params(u).numel(), state_, master_dtype(dtype_));
+}
+
+Tensor ParameterStore::first_moment(size_t u) const {
+  ZB_CHECK(!state_.quantized, "unit ", layout_.unit(u).name, "'s moments are 8-bit");
+  const int64_t n = optimizer_params(u).numel();
+  return Tensor(moment_pointers_of(u).m, Shape{n}, master_dtype(dtype_), units_[u].moments.device());
+}
+
+Tensor ParameterStore::second_moment(size_t u) const {
+  ZB_CHECK(!state_.quantized, "unit ", layout_.unit(u).name, "'s moments are 8-bit");
+  const int64_t n = optimizer_params(u).numel();
+  void* v = moment_pointers_of(u).v;
+  return v ? Tensor(v, Shape{n}, master_dtype(dtype_), units_[u].moments.device()) : Tensor{};
+}
+
+QuantizedMoments ParameterStore::quantized_moments(size_t u) const {
+  ZB_CHECK(state_.quantized, "unit ", layout_.unit(u).name, "'s moments are not 8-bit");
+  QuantizedMoments q = moment_pointers_of(u).quantized;
+  q.seed = seed_;
+  q.first_element = unit_element(u, optimizer_begin(u));
+  return q;
 }
 
 Tensor ParameterStore::state_view(const Buffer& b, size_t u) const {
@@ -162,6 +192,7 @@ void ParameterStore::draw_initial_values(Backend& backend, size_t u, uint64_t se
 }
 
 void ParameterStore::initialize(Backend& backend, uint64_t seed) {
+  seed_ = seed;
   for (size_t u = 0; u < units_.size(); ++u) {
     // The weights this rank holds (the whole unit, or its shard) are computed once in fp32 on the host and
     // staged on the backend's device; the model-dtype weights and the fp32 master come from that one copy,
@@ -187,10 +218,10 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
       const int64_t offset = (sharded_optimizer() ? shard_begin(u) : 0) - begin;
       backend.copy(staged.flat_slice(offset, offset + master_weights.numel()), master_weights);
     }
-    if (!units_[u].optimizer_on_host) {
-      Tensor m = first_moment(u), v = second_moment(u);
-      backend.fill_zero(m);
-      if (!v.empty()) backend.fill_zero(v);
+    if (!units_[u].optimizer_on_host) {  // moments of zero: fp32 zeros, or codes and scales of zero
+      const Buffer& moments = units_[u].moments;
+      Tensor all(moments.data(), Shape{int64_t(moments.bytes() / sizeof(float))}, DType::f32, moments.device());
+      backend.fill_zero(all);
     }
     backend.synchronize();  // before the staging buffer is freed
   }

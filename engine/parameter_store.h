@@ -8,8 +8,8 @@
 //   3     | rank's shard (units below  | rank's shard          | rank's shard
 //         | the persistence threshold whole)
 //
-// Each unit is padded to a multiple of world * kShardAlignment elements so that it splits into equal shards;
-// rank r owns elements [r * shard, (r + 1) * shard). Padding is zero in weights and gradients and stays zero.
+// Each unit is padded to a multiple of world * geometry.alignment elements so that it splits into equal
+// shards; rank r owns elements [r * shard, (r + 1) * shard). Padding is zero in weights and gradients and stays zero.
 // In fp32 training the weights are their own master copy (the master shard is a view of the weights).
 // Whole gradients that stages 2-3 need during a unit's backward, and the gathered weights of stage 3, are
 // the ZeroSchedule's transient buffers, not the store's. With params_on_host (the cpu_full strategy) the
@@ -21,9 +21,13 @@
 
 #include "core/tracking_allocator.h"
 #include "kernels/backend.h"
+#include "kernels/optimizer_state.h"
 #include "models/parameter_layout.h"
 
 namespace zb {
+
+// Shards start on multiples of this many elements (256 bytes of bf16): vector loads and NCCL stay aligned.
+constexpr int64_t kShardAlignment = 128;
 
 struct ShardGeometry {
   int stage = 0;
@@ -34,6 +38,9 @@ struct ShardGeometry {
   bool params_on_host = false;        // cpu_full: the model-dtype weights live in host memory too
   // With optimizer_on_host: the share of the optimizer's elements the host holds (see host_optimizer_units).
   double offload_ratio = 1.0;
+  // Shards start on multiples of this many elements: kShardAlignment, or with 8-bit moments the quantization
+  // block (a multiple of it), so that every rank's blocks are those of one process and the stages agree.
+  int64_t alignment = kShardAlignment;
 };
 
 // Elements [begin, begin + count) of unit u's initial weights under seed, in fp32 (zero past the unit's end:
@@ -43,12 +50,11 @@ std::vector<float> initial_unit_values(const ParameterLayout& layout, size_t u, 
 
 class ParameterStore {
  public:
-  // Shards start on multiples of this many elements (256 bytes of bf16): vector loads and NCCL stay aligned.
-  static constexpr int64_t kShardAlignment = 128;
+  static constexpr int64_t kShardAlignment = zb::kShardAlignment;
 
-  // needs_second_moment: Adam and AdamW keep v; SGD does not. host_allocator holds the weights when
-  // geometry.params_on_host (and is not used otherwise).
-  ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, bool needs_second_moment,
+  // state: the optimizer's moments (fp32 m and v, m alone for SGD, or 8-bit). host_allocator holds the weights
+  // when geometry.params_on_host (and is not used otherwise).
+  ParameterStore(const ParameterLayout& layout, TrackingAllocator& allocator, DType dtype, OptimizerStateFormat state,
                  ShardGeometry geometry = {}, TrackingAllocator* host_allocator = nullptr);
   ParameterStore(const ParameterStore&) = delete;  // refers to its layout, which must outlive it
   ParameterStore& operator=(const ParameterStore&) = delete;
@@ -57,8 +63,8 @@ class ParameterStore {
   static bool has_separate_master(DType dtype) { return dtype != DType::f32 && dtype != DType::f64; }
   // The dtype of the master weights and the optimizer moments: fp32 beside 16-bit weights, else the weights'.
   static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
-  // A unit's padded length for `world` ranks.
-  static int64_t padded_numel(int64_t numel, int world);
+  // A unit's padded length for geometry.world ranks.
+  static int64_t padded_numel(int64_t numel, const ShardGeometry& geometry);
   // Which units' optimizer state (fp32 master and moments) lives on the host: none without
   // optimizer_on_host, all with offload_ratio 1. Below 1, the model's first units keep theirs on the device:
   // in forward order (the embedding, the first blocks, ...) every unit that still fits within 1 - offload_ratio
@@ -117,8 +123,15 @@ class ParameterStore {
   int64_t optimizer_begin(size_t u) const { return sharded_optimizer() ? shard_begin(u) : 0; }
   Tensor master(size_t u) const;
   Tensor model_copy(size_t u) const;
-  Tensor first_moment(size_t u) const { return state_view(units_[u].m, u); }
-  Tensor second_moment(size_t u) const { return units_[u].v.bytes() ? state_view(units_[u].v, u) : Tensor{}; }
+  // fp32 moments (of the master's dtype; second_moment empty for SGD).
+  Tensor first_moment(size_t u) const;
+  Tensor second_moment(size_t u) const;
+  // 8-bit moments: the codes and scales of unit u's optimizer range, with stochastic rounding's seed (the
+  // run's, from initialize) and the range's first element (unit_element).
+  QuantizedMoments quantized_moments(size_t u) const;
+  const OptimizerStateFormat& state_format() const { return state_; }
+  // The seed initialize drew the weights with; 8-bit moments' stochastic rounding draws with it too.
+  uint64_t seed() const { return seed_; }
 
   // Whole-unit views for binding a model (stages 0-2: every unit is whole).
   std::vector<Tensor> all_params() const;
@@ -129,9 +142,11 @@ class ParameterStore {
     int64_t padded = 0;
     bool whole_params = true;
     bool optimizer_on_host = false;
-    Buffer params, grads, master, m, v;  // sized whole or shard as the stage says
+    Buffer params, grads, master;  // sized whole or shard as the stage says
+    Buffer moments;                // the optimizer range's, laid out as state_ says (kernels/optimizer_state.h)
   };
   Tensor state_view(const Buffer& b, size_t u) const;
+  MomentPointers moment_pointers_of(size_t u) const;
   // Elements [begin, begin + out.numel()) of unit u's initial weights (as initial_unit_values), drawn by the
   // backend into out (fp32, on its device).
   void draw_initial_values(Backend& backend, size_t u, uint64_t seed, int64_t begin, Tensor& out) const;
@@ -139,7 +154,9 @@ class ParameterStore {
   const ParameterLayout& layout_;
   TrackingAllocator& allocator_;  // for initialize's fp32 staging
   DType dtype_;
+  OptimizerStateFormat state_;
   ShardGeometry geometry_;
+  uint64_t seed_ = 0;  // initialize's
   std::vector<Unit> units_;
 };
 

@@ -11,6 +11,7 @@
 #include "core/cuda_memory.h"
 #include "core/errors.h"
 #include "core/strings.h"
+#include "kernels/blockwise_quantization.h"
 #include "kernels/clip_factor.h"
 #include "offload/cpu_optimizer.h"
 
@@ -45,8 +46,7 @@ size_t host_share(const TrainingOptions& options) {
 
 size_t offload_host_bytes(const TrainingOptions& options, const ParameterLayout& layout, const Communicator& comm) {
   return HostOptimizer::host_bytes(layout, options.dtype, geometry_for(options, comm),
-                                   options.optimizer.kind != OptimizerKind::sgd,
-                                   options.offload == OffloadStrategy::nvme);
+                                   OptimizerStateFormat::of(options.optimizer), options.offload == OffloadStrategy::nvme);
 }
 
 // Host memory the device copies to and from: page-locked beside a GPU, so that the copies run at full speed
@@ -86,7 +86,7 @@ std::vector<bool> speculative_units_for(const TrainingOptions& options, const Pa
   for (size_t u = store.unit_count(); u-- > 0;) {
     if (!store.optimizer_on_host(u)) continue;  // updated on the device
     used += double(HostOptimizer::speculation_bytes(store.optimizer_grad(u).numel(), options.dtype, store.geometry(),
-                                                    options.optimizer.kind != OptimizerKind::sgd));
+                                                    store.state_format()));
     if (used > budget) break;
     chosen[u] = true;
   }
@@ -113,7 +113,8 @@ ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world
                        options.zero.stage3_param_persistence_threshold,
                        options.offload != OffloadStrategy::none,
                        options.offload == OffloadStrategy::cpu_full,
-                       options.offload_ratio};
+                       options.offload_ratio,
+                       options.optimizer.moments_8bit ? kQuantizationBlock : kShardAlignment};
 }
 
 Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
@@ -129,7 +130,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
                           : own_comm_.get()),
       layout_(options.model),
       host_allocator_(host_memory_for(backend, options, layout_, *comm_)),
-      store_(layout_, allocator, options.dtype, options.optimizer.kind != OptimizerKind::sgd,
+      store_(layout_, allocator, options.dtype, OptimizerStateFormat::of(options.optimizer),
              geometry_for(options, *comm_), &host_allocator_),
       model_(layout_, backend, allocator, options.dtype, options.batch, options.seq, options.activation_checkpointing),
       schedule_(store_, model_, backend, *comm_, allocator, options_.zero),
@@ -152,8 +153,8 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
     const std::vector<bool> speculative = speculative_units_for(options, store_, *comm_);
     speculative_units_ = std::count(speculative.begin(), speculative.end(), true);
     host_optimizer_ = std::make_unique<HostOptimizer>(
-        store_, host_allocator_, options.seed, options.optimizer.kind != OptimizerKind::sgd,
-        optimizer_threads_beside_training(options.ranks_per_host), storage, speculative);
+        store_, host_allocator_, options.seed, optimizer_threads_beside_training(options.ranks_per_host), storage,
+        speculative);
     host_optimizer_->settle_speculation_before_step(options.settle_speculation);
     schedule_.attach(*host_optimizer_);
   }
@@ -297,8 +298,12 @@ ParameterStore& Trainer::store() {
 }
 
 void Trainer::update_on_device(size_t u, const OptimizerParams& params) {
-  Tensor master = store_.master(u), m = store_.first_moment(u), v = store_.second_moment(u);
-  Tensor model_copy = store_.model_copy(u);
+  Tensor master = store_.master(u), model_copy = store_.model_copy(u);
+  if (store_.state_format().quantized) {
+    backend_.optimizer_step_8bit(master, store_.optimizer_grad(u), store_.quantized_moments(u), model_copy, params);
+    return;
+  }
+  Tensor m = store_.first_moment(u), v = store_.second_moment(u);
   backend_.optimizer_step(master, store_.optimizer_grad(u), m, v, model_copy, params);
 }
 

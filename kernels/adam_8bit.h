@@ -28,5 +28,11 @@ struct QuantizedMoments {
 // adamw.
 void adam_8bit_block(float* master, const float* grad, int64_t count, const QuantizedMoments& moments, int64_t block,
                      const OptimizerParams& params);
+// The same out of place: the master and the moments read from master_in and `in`, the results written to
+// master and `out` (the speculative update of the offload strategies keeps the state it started from).
+// `in`'s seed and first element are ignored: `out`'s number the elements.
+void adam_8bit_block(const float* master_in, float* master, const float* grad, int64_t count,
+                     const QuantizedMoments& in, const QuantizedMoments& out, int64_t block,
+                     const OptimizerParams& params);
 
 }  // namespace zb

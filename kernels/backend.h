@@ -20,6 +20,7 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/adam_8bit.h"
 #include "kernels/attention_shape.h"
 #include "kernels/optimizer_params.h"
 
@@ -219,6 +220,10 @@ class Backend {
   // When params_out is not empty it receives the updated master converted to its dtype (the model copy).
   virtual void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                               const OptimizerParams& params) = 0;
+  // The same with Adam's moments in 8 bits (kernels/adam_8bit.h; params.moments_8bit): master [n] fp32, grad [n]
+  // of the model's dtype, the moments' codes and scales (on this backend's device) updated in place.
+  virtual void optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments,
+                                   Tensor& params_out, const OptimizerParams& params) = 0;
 };
 
 }  // namespace zb

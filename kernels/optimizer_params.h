@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace zb {
@@ -32,8 +33,17 @@ struct OptimizerParams {
   // as the master holds them (what they already are). The device's updates skip through a non-finite
   // grad_factor instead.
   bool skip = false;
+  // Adam's and AdamW's moments kept as 8-bit codes with a scale a block (kernels/adam_8bit.h), the master
+  // weights fp32: the optimizers named adamw8bit and adam8bit.
+  bool moments_8bit = false;
 
   friend bool operator==(const OptimizerParams&, const OptimizerParams&) = default;
 };
+
+// The optimizer a name gives (the --optimizer flag's): adamw, adam, sgd, adamw8bit or adam8bit; throws
+// UsageError listing them. Sets kind and moments_8bit of `params`.
+void set_optimizer(OptimizerParams& params, std::string_view name);
+// The name of params' optimizer, as set_optimizer takes it.
+std::string optimizer_name(const OptimizerParams& params);
 
 }  // namespace zb

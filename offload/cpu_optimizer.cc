@@ -16,6 +16,7 @@
 #include "core/f16.h"
 #include "core/check.h"
 #include "kernels/blockwise_quantization.h"
+#include "offload/cpu_optimizer_8bit.h"
 
 namespace zb {
 
@@ -305,8 +306,17 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
   const float* master = shard.master_in ? shard.master_in : shard.master;
   if (shard.master_in) {
     std::copy_n(shard.master_in, shard.n, shard.master);
-    std::copy_n(shard.m_in, shard.n, shard.m);
-    if (shard.v_in) std::copy_n(shard.v_in, shard.n, shard.v);
+    if (shard.quantized_in) {
+      const QuantizedMoments &in = *shard.quantized_in, &out = *shard.quantized;
+      const int64_t blocks = quantization_blocks(shard.n);
+      std::copy_n(in.m_codes, shard.n, out.m_codes);
+      std::copy_n(in.v_codes, shard.n, out.v_codes);
+      std::copy_n(in.m_scales, blocks, out.m_scales);
+      std::copy_n(in.v_scales, blocks, out.v_scales);
+    } else {
+      std::copy_n(shard.m_in, shard.n, shard.m);
+      if (shard.v_in) std::copy_n(shard.v_in, shard.n, shard.v);
+    }
   }
   with_model_type(shard.model, [&]<typename Model>() {
     Model* out = static_cast<Model*>(shard.params_out);
@@ -317,8 +327,10 @@ void write_weights_of_master(const CpuOptimizerShard& shard) {
 
 // The 8-bit-moment update, a quantization block at a time: the block's gradients read to fp32, the block
 // updated (kernels/adam_8bit.h), the new weights written in the model's dtype.
-void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params) {
-  ZB_CHECK(!s.master_in && !s.m_in && !s.v_in, "8-bit moments are updated in place");
+void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params, SimdLevel level) {
+  ZB_CHECK(bool(s.master_in) == bool(s.quantized_in), "8-bit moments out of place need the master's input too");
+  const float* master_in = s.master_in ? s.master_in : s.master;
+  const QuantizedMoments& in = s.quantized_in ? *s.quantized_in : *s.quantized;
   const int64_t blocks = quantization_blocks(s.n);
   with_model_type(s.model, [&]<typename Model>() {
     const Model* grad = static_cast<const Model*>(s.grad);
@@ -328,7 +340,11 @@ void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params) {
       const int64_t begin = b * kQuantizationBlock, count = std::min(kQuantizationBlock, s.n - begin);
       float g[kQuantizationBlock];
       for (int64_t k = 0; k < count; ++k) g[k] = load_value(grad, begin + k);
-      adam_8bit_block(s.master + begin, g, count, *s.quantized, b, params);
+      if (level == SimdLevel::avx512 && avx512_takes_block(count)) {
+        adam_8bit_block_avx512(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+      } else {
+        adam_8bit_block(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+      }
       if (out) {
         for (int64_t k = 0; k < count; ++k) store_value(out, begin + k, s.master[begin + k]);
       }
@@ -346,7 +362,7 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
                (shard.quantized || (shard.m && (params.kind == OptimizerKind::sgd || shard.v))),
            "cpu_optimizer_step: missing buffers");
   if (params.skip) return write_weights_of_master(shard);
-  if (shard.quantized) return step_8bit(shard, params);
+  if (shard.quantized) return step_8bit(shard, params, level);
   const Coefficients c = coefficients_of(params);
   const Streaming streaming = streaming_for(shard);
   // Chunks of 64 KiB of master weights, a multiple of every vector width, so only the last one has a tail.

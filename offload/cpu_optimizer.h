@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "core/dtype.h"
@@ -38,9 +39,9 @@ struct CpuOptimizerShard {
   const float* master_in = nullptr;  // null: master itself (likewise m_in and v_in)
   const float* m_in = nullptr;
   const float* v_in = nullptr;
-  // Adam's moments in 8 bits (kernels/adam_8bit.h) in place of m and v: updated in place (no *_in), block by
-  // block.
-  const QuantizedMoments* quantized = nullptr;
+  // Adam's moments in 8 bits (kernels/adam_8bit.h) in place of m and v, block by block: read from
+  // quantized_in where that is set (with master_in; out of place), else updated in place.
+  std::optional<QuantizedMoments> quantized = std::nullopt, quantized_in = std::nullopt;
 };
 
 // The threads a CPU optimizer run beside training uses: OMP_NUM_THREADS where it is set, else one fewer than

@@ -11,6 +11,8 @@
 // a floor. Where it is faster than AdamW the update has room left in memory; it can also be slower (it was on
 // a 16-core host), and then only the optimizer lines at fewer threads
 // (OMP_NUM_THREADS) tell memory from cores: a rate that barely grows with the threads is bound by memory.
+// The 8-bit lines update Adam's moments kept as 8-bit codes with a scale a block (adamw8bit): 16 bytes a
+// parameter (the fp32 master read and written, two codes read and written, the gradient in, the weights out).
 // Arrays are page-aligned, as the host allocator's are.
 #include <omp.h>
 
@@ -26,6 +28,7 @@
 #include "bench/cli.h"
 #include "core/bf16.h"
 #include "core/errors.h"
+#include "kernels/optimizer_state.h"
 #include "offload/cpu_optimizer.h"
 
 namespace {
@@ -67,9 +70,11 @@ int run(const Flags& f) {
   Array<float> master = page_aligned<float>(n), m = page_aligned<float>(n), v = page_aligned<float>(n);
   Array<float> spare_master = page_aligned<float>(n), spare_m = page_aligned<float>(n), spare_v = page_aligned<float>(n);
   Array<uint16_t> grad = page_aligned<uint16_t>(n), out = page_aligned<uint16_t>(n);
-  const uint16_t grad_bits = zb::float_to_bf16_bits(1e-3f);
+  // Gradients that vary along a block, as real ones do (8-bit moments quantize each element against the block's
+  // largest: equal gradients would all be the largest).
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
+    const uint16_t grad_bits = zb::float_to_bf16_bits(1e-3f * float(1 + i % 97) / 97.0f);
     master[i] = 0.01f, m[i] = 0, v[i] = 0, grad[i] = grad_bits, out[i] = 0;
     spare_master[i] = 0, spare_m[i] = 0, spare_v[i] = 0;
   }
@@ -79,7 +84,8 @@ int run(const Flags& f) {
               omp_get_max_threads(), std::string(zb::simd_level_name(zb::best_simd_level())).c_str());
   // Times `step` (the median of the repeats after one warm-up, which starts the threads and maps the pages) and
   // prints its line; step(r) runs repeat r (0: the warm-up).
-  auto time_line = [&](const std::string& kind, const char* label, const std::function<void(int64_t)>& step) {
+  auto time_line = [&](const std::string& kind, const char* label, const std::function<void(int64_t)>& step,
+                       double bytes_per_param = 28.0) {
     step(0);
     std::vector<double> seconds;
     for (int64_t r = 1; r <= f.repeats; ++r) {
@@ -90,7 +96,7 @@ int run(const Flags& f) {
     std::sort(seconds.begin(), seconds.end());
     const double median = seconds[seconds.size() / 2];
     std::printf("%-7s %-22s %8.2f ms per step | %6.2f G params/s | %6.1f GB/s\n", kind.c_str(), label, median * 1e3,
-                n / median / 1e9, 28.0 * n / median / 1e9);
+                n / median / 1e9, bytes_per_param * n / median / 1e9);
   };
   auto measure = [&](zb::SimdLevel level, void* weights_out, const char* label, bool aside = false) {
     zb::CpuOptimizerShard shard{master.get(), grad.get(), m.get(), v.get(), weights_out, n};
@@ -106,6 +112,27 @@ int run(const Flags& f) {
   for (int level = 0; level <= int(zb::best_simd_level()); ++level) measure(zb::SimdLevel(level), grad.get(), "in place");
   measure(zb::best_simd_level(), out.get(), "separate output");
   measure(zb::best_simd_level(), out.get(), "aside (speculative)", /*aside=*/true);
+  // 8-bit moments: codes and scales laid out as the offload strategies keep them (kernels/optimizer_state.h).
+  const zb::OptimizerStateFormat eight_bit{true, true};
+  Array<unsigned char> moments = page_aligned<unsigned char>(int64_t(eight_bit.moment_bytes(n))),
+                       spare_moments = page_aligned<unsigned char>(int64_t(eight_bit.moment_bytes(n)));
+  std::fill_n(moments.get(), eight_bit.moment_bytes(n), 0);
+  std::fill_n(spare_moments.get(), eight_bit.moment_bytes(n), 0);
+  auto measure_8bit = [&](const char* label, bool aside) {
+    zb::CpuOptimizerShard shard{master.get(), grad.get(), nullptr, nullptr, grad.get(), n};
+    shard.quantized = zb::moment_pointers(moments.get(), n, eight_bit).quantized;
+    if (aside) {
+      shard.master = spare_master.get(), shard.params_out = out.get(), shard.master_in = master.get();
+      shard.quantized_in = shard.quantized;
+      shard.quantized = zb::moment_pointers(spare_moments.get(), n, eight_bit).quantized;
+    }
+    time_line("8-bit", label, [&](int64_t r) {
+      p.step = r + 1;
+      zb::cpu_optimizer_step(shard, p);
+    }, 16.0);
+  };
+  measure_8bit("in place", false);
+  measure_8bit("aside (speculative)", true);
   time_line("memory", "same bytes, no AdamW",
             [&](int64_t) { same_traffic_as_the_update(master.get(), m.get(), v.get(), grad.get(), n); });
   return 0;

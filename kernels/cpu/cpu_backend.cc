@@ -322,4 +322,18 @@ void CpuBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, T
   if (!params_out.empty()) convert(master, params_out);
 }
 
+void CpuBackend::optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments,
+                                     Tensor& params_out, const OptimizerParams& params) {
+  checks::expect(master, "optimizer_step_8bit master", master.shape, DType::f32, kCpu);
+  checks::expect(grad, "optimizer_step_8bit grad", master.shape, DType::f32, kCpu);
+  OptimizerParams resolved = params;
+  if (params.grad_factor) {
+    if (!std::isfinite(*params.grad_factor)) return;  // a skipped step: see OptimizerParams::grad_factor
+    resolved.grad_scale = *params.grad_factor;
+    resolved.grad_factor = nullptr;
+  }
+  cpu::optimizer_step_8bit(master.as<float>(), grad.as<float>(), moments, master.numel(), resolved);
+  if (!params_out.empty()) convert(master, params_out);
+}
+
 }  // namespace zb

@@ -67,6 +67,8 @@ class CpuBackend : public Backend {
                    Tensor& factor) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
+  void optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments, Tensor& params_out,
+                           const OptimizerParams& params) override;
 };
 
 }  // namespace zb

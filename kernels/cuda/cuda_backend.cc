@@ -590,6 +590,18 @@ void CudaBackend::optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, 
   });
 }
 
+void CudaBackend::optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments,
+                                      Tensor& params_out, const OptimizerParams& params) {
+  checks::expect(master, "optimizer_step_8bit master", master.shape, DType::f32, device());
+  checks::expect(grad, "optimizer_step_8bit grad", master.shape, grad.dtype, device());
+  ZB_CHECK(params_out.empty() || (params_out.dtype == grad.dtype && params_out.numel() == master.numel()),
+           "model weights and gradients share a dtype and a length");
+  dispatch(grad.dtype, [&]<typename T>() {
+    cuda::adam_8bit_step<T>(master.as<float>(), grad.as<T>(), moments, params_out.empty() ? nullptr : params_out.as<T>(),
+                            master.numel(), params, update_stream());
+  });
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int ordinal, TrackingAllocator& device_allocator,
                                            const BackendOptions& options) {
   return std::make_unique<CudaBackend>(ordinal, device_allocator, options);

@@ -118,6 +118,8 @@ class CudaBackend final : public Backend {
                    Tensor& factor) override;
   void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
                       const OptimizerParams& params) override;
+  void optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments, Tensor& params_out,
+                           const OptimizerParams& params) override;
 
   bool begin_aside() override;
   void end_aside() override { aside_ = false; }

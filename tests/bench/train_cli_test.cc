@@ -141,7 +141,9 @@ INSTANTIATE_TEST_SUITE_P(
     Flags, TrainCliBadInput,
     ::testing::Values(
         BadInput{"--model gpt5", "--model: unknown model 'gpt5'"}, BadInput{"--model gpt5", "llama-tiny"},
-        BadInput{"--optimizer lion", "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd)"},
+        BadInput{"--optimizer lion",
+                 "--optimizer: unknown optimizer 'lion' (accepted: adamw, adam, sgd, adamw8bit, adam8bit)"},
+        BadInput{"--optimizer sgd8bit", "--optimizer: unknown optimizer 'sgd8bit' (8-bit moments are Adam's"},
         BadInput{"--batch-size 0", "--batch-size: must be an integer in [1, "},
         BadInput{"--batch-size 1152921504606846976", "--batch-size: must be an integer in [1, "},
         BadInput{"--batch-size 100000000 --seq-length 64", "tokens per micro-batch"},

@@ -39,14 +39,14 @@ TEST_P(CudaStep, ForwardBackwardMatchesTheCpu) {
   const TokenBatch tokens = make_synthetic_tokens({batch, seq, 0, 1}, config.vocab_size, 5)->next_batch();
 
   TrackingAllocator host(std::make_unique<HostMemory>());
-  ParameterStore cpu_store(layout, host, DType::f32, true);
+  ParameterStore cpu_store(layout, host, DType::f32, OptimizerStateFormat{});
   cpu_store.initialize(cpu, 17);
   Transformer cpu_model(layout, cpu, host, DType::f32, batch, seq);
   cpu_model.bind_parameters(bind_model_tensors(layout, cpu_store.all_params()));
   cpu_model.bind_gradients(bind_model_tensors(layout, cpu_store.all_grads()));
   const double cpu_loss = cpu_model.forward_backward(test::view(tokens.inputs), test::view(tokens.targets));
 
-  ParameterStore gpu_store(layout, *allocator, c.dtype, true);
+  ParameterStore gpu_store(layout, *allocator, c.dtype, OptimizerStateFormat{});
   gpu_store.initialize(*gpu, 17);
   Transformer gpu_model(layout, *gpu, *allocator, c.dtype, batch, seq);
   gpu_model.bind_parameters(bind_model_tensors(layout, gpu_store.all_params()));

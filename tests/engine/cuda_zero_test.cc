@@ -133,6 +133,41 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
   }
 }
 
+// 8-bit moments (adamw8bit) on GPUs: every stage and every strategy (the GPU's 8-bit kernel, or the CPU
+// optimizer's block update) trains as stage 0 without offload on the same GPUs, within the bf16 tolerance of
+// the tests above; and not as fp32 moments do (the CPU tests bound the agreement of stages tighter).
+TEST_P(CudaOffload, EightBitMomentsTrainAlikeOnEveryStrategy) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  const ZeroCase c = GetParam();
+  TrainingOptions plain = bf16_options(c.model, 4, 64);
+  plain.grad_accum = c.grad_accum;
+  plain.zero.stage = c.stage;
+  plain.zero.stage3_param_persistence_threshold = 0;
+  set_optimizer(plain.optimizer, "adamw8bit");
+  TrainingOptions stage0 = plain, fp32_moments = plain;
+  stage0.zero.stage = 0;
+  fp32_moments.optimizer.moments_8bit = false;
+  const Outcome reference = train(stage0, 4, true);
+  double fp32_difference = 0;
+  const Outcome fp32 = train(fp32_moments, 4, true);
+  for (size_t u = 0; u < fp32.params.size(); ++u)
+    fp32_difference = std::max(fp32_difference, test::relative_error(fp32.params[u], reference.params[u]));
+  EXPECT_GT(fp32_difference, 1e-3) << "the moments were not quantized";
+  test::TempDir dir;
+  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full,
+                                   OffloadStrategy::nvme}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions options = plain;
+    options.offload = strategy;
+    options.nvme_path = dir.path().string();
+    const Outcome ours = train(options, 4, true);
+    for (size_t i = 0; i < ours.losses.size(); ++i)
+      EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
+    for (size_t u = 0; u < ours.params.size(); ++u)
+      EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+  }
+}
+
 // Speculative updates on the GPU, where the communicator's stream callbacks say which gradients have landed:
 // with clipping off they are kept, with a bound that every step exceeds they are redone, and either way the
 // training is bit for bit that of the same strategy without speculation.

@@ -27,7 +27,7 @@ TEST(ParameterStoreInitialize, EveryRankHoldsTheLayoutsValuesForItsRange) {
       SCOPED_TRACE(testing::Message() << "stage " << stage << " rank " << rank);
       TrackingAllocator allocator(std::make_unique<HostMemory>());
       // Threshold 0: every stage-3 unit is sharded, and rank 2 of 3 holds the padding past the unit's end.
-      ParameterStore store(layout, allocator, DType::f32, true, ShardGeometry{stage, rank, 3, 0});
+      ParameterStore store(layout, allocator, DType::f32, OptimizerStateFormat{}, ShardGeometry{stage, rank, 3, 0});
       store.initialize(backend, seed);
       for (size_t u = 0; u < layout.units().size(); ++u) {
         const bool whole = store.whole_params(u);
@@ -50,7 +50,7 @@ TEST(ParameterStoreInitialize, TheValuesAreTheSchemesAndDependOnTheSeed) {
   const ParameterLayout layout(resolve_model("gpt2-tiny"));
   CpuBackend backend;
   TrackingAllocator allocator(std::make_unique<HostMemory>());
-  ParameterStore a(layout, allocator, DType::f32, true), b(layout, allocator, DType::f32, true);
+  ParameterStore a(layout, allocator, DType::f32, OptimizerStateFormat{}), b(layout, allocator, DType::f32, OptimizerStateFormat{});
   a.initialize(backend, 1);
   b.initialize(backend, 2);
   const size_t block = layout.block_unit(0);

@@ -2,7 +2,9 @@
 // paper's formulas for mixed-precision Adam (Psi parameters, N ranks):
 //   stage 0: 2 Psi + 2 Psi + 12 Psi     stage 1: 2 Psi + 2 Psi + 12 Psi / N
 //   stage 2: 2 Psi + 2 Psi / N + 12 Psi / N     stage 3: (2 + 2 + 12) Psi / N
-// plus padding: each unit is rounded up to a multiple of N x ParameterStore::kShardAlignment elements.
+// plus padding: each unit is rounded up to a multiple of N x the shard alignment (ParameterStore::kShardAlignment
+// elements, or with 8-bit moments the quantization block). With 8-bit moments the optimizer's 12 Psi are 4 Psi of
+// fp32 master weights and 2 Psi of codes, and a fp32 scale a block of each moment.
 // Nothing is allocated for real: a counting memory hands out addresses that are never touched.
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include "core/tracking_allocator.h"
 #include "engine/host_optimizer.h"
 #include "engine/parameter_store.h"
+#include "kernels/blockwise_quantization.h"
 #include "models/model_registry.h"
 
 namespace zb {
@@ -20,13 +23,14 @@ struct Expected {
   double params, grads, optimizer;  // bytes per parameter, as multiples of Psi
 };
 
-Expected formula(int stage, int world) {
+// optimizer: the optimizer state's bytes a parameter, unpartitioned.
+Expected formula(int stage, int world, double optimizer) {
   const double n = world;
   switch (stage) {
-    case 0: return {2, 2, 12};
-    case 1: return {2, 2, 12 / n};
-    case 2: return {2, 2 / n, 12 / n};
-    default: return {2 / n, 2 / n, 12 / n};
+    case 0: return {2, 2, optimizer};
+    case 1: return {2, 2, optimizer / n};
+    case 2: return {2, 2 / n, optimizer / n};
+    default: return {2 / n, 2 / n, optimizer / n};
   }
 }
 
@@ -36,20 +40,24 @@ TEST_P(ZeroMemory, PerRankBytesFollowTheFormulas) {
   const ParameterLayout layout(resolve_model(GetParam()));
   const double psi = double(layout.total_numel());
   const double units = double(layout.units().size());
+  for (const bool eight_bit : {false, true})
   for (int world : {1, 2, 3, 4, 8}) {
     for (int stage = 0; stage <= 3; ++stage) {
       for (int rank : {0, world - 1}) {
         TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
         // Persistence threshold 0: every stage-3 unit is partitioned, as the formula assumes.
-        ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{stage, rank, world, 0});
-        const Expected e = formula(stage, world);
+        const OptimizerStateFormat state{true, eight_bit};
+        ShardGeometry geometry{stage, rank, world, 0};
+        geometry.alignment = eight_bit ? kQuantizationBlock : ParameterStore::kShardAlignment;
+        ParameterStore store(layout, allocator, DType::bf16, state, geometry);
+        const Expected e = formula(stage, world, eight_bit ? 4 + 2 + 8.0 / kQuantizationBlock : 12);
         // Padding adds at most N x alignment elements per unit to the whole, 1/N of that to a shard.
-        const double pad = units * world * ParameterStore::kShardAlignment;
+        const double pad = units * world * double(geometry.alignment);
         auto check = [&](MemoryPool pool, double per_param, const char* what) {
           const double measured = double(allocator.usage(pool).current);
           const double predicted = per_param * psi;
-          SCOPED_TRACE(testing::Message()
-                       << GetParam() << " stage " << stage << " world " << world << " rank " << rank << " " << what);
+          SCOPED_TRACE(testing::Message() << GetParam() << (eight_bit ? " 8-bit" : "") << " stage " << stage
+                                          << " world " << world << " rank " << rank << " " << what);
           EXPECT_GE(measured, predicted);
           EXPECT_LE(measured, predicted + per_param * pad);
         };
@@ -67,7 +75,7 @@ TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
   const ParameterLayout layout(resolve_model("gpt2"));
   TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
   // gpt2's final unit (ln_f: 1,536 elements) is under DeepSpeed's default threshold; its blocks are not.
-  ParameterStore store(layout, allocator, DType::bf16, true, ShardGeometry{3, 1, 4, 100'000});
+  ParameterStore store(layout, allocator, DType::bf16, OptimizerStateFormat{}, ShardGeometry{3, 1, 4, 100'000});
   EXPECT_TRUE(store.whole_params(layout.final_unit()));
   EXPECT_FALSE(store.whole_params(layout.block_unit(0)));
   EXPECT_FALSE(store.whole_params(layout.embedding_unit()));
@@ -92,7 +100,7 @@ TEST_P(OffloadRatio, KeepsTheFirstUnitsThatFitOnTheDevice) {
       SCOPED_TRACE(testing::Message() << model << " world " << world << " ratio " << ratio);
       const ShardGeometry geometry{1, 0, world, 0, true, false, ratio};
       TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
-      ParameterStore store(layout, allocator, DType::bf16, true, geometry);
+      ParameterStore store(layout, allocator, DType::bf16, OptimizerStateFormat{}, geometry);
       double total = 0;
       for (size_t u = 0; u < units; ++u) total += double(store.padded_numel(u));
       double on_device = 0;
@@ -114,8 +122,8 @@ TEST_P(OffloadRatio, KeepsTheFirstUnitsThatFitOnTheDevice) {
       // fp32 master, m and v: 12 bytes an element of the rank's shard (stage 1), the device's units only.
       EXPECT_EQ(double(allocator.usage(MemoryPool::optimizer_state).current), 12 * on_device / world);
       const size_t all_on_host =
-          HostOptimizer::host_bytes(layout, DType::bf16, ShardGeometry{1, 0, world, 0, true}, true, false);
-      const size_t host = HostOptimizer::host_bytes(layout, DType::bf16, geometry, true, false);
+          HostOptimizer::host_bytes(layout, DType::bf16, ShardGeometry{1, 0, world, 0, true}, OptimizerStateFormat{}, false);
+      const size_t host = HostOptimizer::host_bytes(layout, DType::bf16, geometry, OptimizerStateFormat{}, false);
       EXPECT_EQ(double(all_on_host - host), (12 + 2) * on_device / world);  // state and gradient buffer
     }
   }

@@ -104,7 +104,7 @@ class Golden : public ::testing::TestWithParam<std::string> {
 
 TEST_P(Golden, ForwardAndBackwardMatchPyTorch) {
   ParameterLayout layout(config);
-  ParameterStore store(layout, allocator, DType::f32, true);
+  ParameterStore store(layout, allocator, DType::f32, OptimizerStateFormat{});
   store.initialize(backend, 7);
   load_weights(*file, "params/", store, backend);
   Transformer model(layout, backend, allocator, DType::f32, batch, seq);

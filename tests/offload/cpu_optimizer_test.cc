@@ -161,7 +161,7 @@ TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
       p.step = step;
       for (int64_t i = 0; i < n; ++i) grad_f32[i] = widen(ours.grad[i]);
       CpuOptimizerShard shard{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.grad.data(), n, model};
-      shard.quantized = &mine;
+      shard.quantized = mine;
       cpu_optimizer_step(shard, p);
       cpu::optimizer_step_8bit(reference_master.data(), grad_f32.data(), theirs, n, p);
       EXPECT_EQ(ours.master, reference_master) << "step " << step;
@@ -174,7 +174,7 @@ TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
     const std::vector<float> scales_before = scales, master_before = ours.master;
     p.skip = true;
     CpuOptimizerShard skipped{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.out.data(), n, model};
-    skipped.quantized = &mine;
+    skipped.quantized = mine;
     cpu_optimizer_step(skipped, p);
     p.skip = false;
     EXPECT_EQ(codes, codes_before);
