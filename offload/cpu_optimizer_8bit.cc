@@ -16,16 +16,15 @@ namespace {
 
 #define ZB_AVX512 __attribute__((target("avx512f")))
 
-// A map's tables as 32-bit lanes gather them: values by code, the values in increasing order, their codes.
+// A map's tables as 32-bit lanes gather them: values by code, and the values in increasing order.
 struct GatherTables {
   std::array<float, 256> values, sorted;
-  std::array<int32_t, 256> codes;
   float largest = 0;  // sorted[255]
-  explicit GatherTables(const DynamicMap& map) {
+  bool is_signed = false;
+  explicit GatherTables(const DynamicMap& map) : is_signed(map.is_signed()) {
     for (int i = 0; i < 256; ++i) {
       values[size_t(i)] = map.values()[i];
       sorted[size_t(i)] = map.sorted_values()[i];
-      codes[size_t(i)] = map.sorted_codes()[i];
     }
     largest = sorted[255];
   }
@@ -90,6 +89,17 @@ ZB_AVX512 void uniforms_of_64(uint64_t seed, uint64_t stream, uint64_t first_gro
   }
 }
 
+// The code of each sorted index (DynamicMap::sorted_codes, by the maps' order): an unsigned map's codes are in
+// increasing order; a signed map's are the negative values' from the largest magnitude (codes 255 down to 129),
+// then +0 (code 0), -0 (code 128) and the positive values (codes 1 to 127).
+ZB_AVX512 __m512i code_of_sorted(__m512i index, bool is_signed) {
+  if (!is_signed) return index;
+  const __m512i positive = _mm512_sub_epi32(index, _mm512_set1_epi32(128));
+  __m512i code = _mm512_mask_sub_epi32(positive, _mm512_cmplt_epi32_mask(index, _mm512_set1_epi32(127)),
+                                       _mm512_set1_epi32(255), index);
+  return _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(index, _mm512_set1_epi32(127)), _mm512_setzero_si512());
+}
+
 // DynamicMap::round_stochastically of sixteen quotients x with uniforms u, given `below`, the count of sorted
 // values at or below each x: the upper of the two values around x where u is below x's share of their gap.
 // low and high are those two values (any where below is 0 or 256, whose codes are the ends).
@@ -102,7 +112,7 @@ ZB_AVX512 __m512i pick_codes(const GatherTables& t, __m512 x, __m512 u, __m512i 
   __m512i pick = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(u, share, _CMP_LT_OQ), lower, upper);
   pick = _mm512_mask_mov_epi32(pick, none, _mm512_setzero_si512());
   pick = _mm512_mask_mov_epi32(pick, all, _mm512_set1_epi32(255));
-  return _mm512_i32gather_epi32(pick, t.codes.data(), 4);
+  return code_of_sorted(pick, t.is_signed);
 }
 
 // The count of sorted values at or below each x by a binary search: eight dependent gathers (the fallback of
@@ -154,40 +164,27 @@ ZB_AVX512 __m512i estimated_count(__m512 x, bool is_signed) {
                                counted);
 }
 
-// DynamicMap::round_stochastically of sixteen quotients x with uniforms u. The count of sorted values at or below
-// x is read off the four values around its estimate (independent gathers, where a binary search would chain
-// eight); a lane whose count falls outside them sends the vector to the search.
-ZB_AVX512 __m512i stochastic_codes(const GatherTables& t, __m512 x, __m512 u, bool is_signed) {
-  const __m512i first = _mm512_sub_epi32(estimated_count(x, is_signed), _mm512_set1_epi32(2));
-  __m512 window[4];
-  __m512i at_or_below = _mm512_setzero_si512();
-  for (int i = 0; i < 4; ++i) {
-    const __m512i index = _mm512_add_epi32(first, _mm512_set1_epi32(i));
-    const __m512i clamped = _mm512_min_epi32(_mm512_max_epi32(index, _mm512_setzero_si512()), _mm512_set1_epi32(255));
-    window[i] = _mm512_i32gather_ps(clamped, t.sorted.data(), 4);
-    // Before the first value: counted (a start of the count); past the last: not.
-    window[i] = _mm512_mask_mov_ps(window[i], _mm512_cmplt_epi32_mask(index, _mm512_setzero_si512()),
-                                   _mm512_set1_ps(-INFINITY));
-    window[i] = _mm512_mask_mov_ps(window[i], _mm512_cmpgt_epi32_mask(index, _mm512_set1_epi32(255)),
-                                   _mm512_set1_ps(INFINITY));
-    at_or_below = _mm512_mask_add_epi32(at_or_below, _mm512_cmp_ps_mask(window[i], x, _CMP_LE_OQ), at_or_below,
-                                        _mm512_set1_epi32(1));
-  }
-  const __mmask16 outside = _mm512_cmpeq_epi32_mask(at_or_below, _mm512_setzero_si512()) |
-                            _mm512_cmpeq_epi32_mask(at_or_below, _mm512_set1_epi32(4));
-  if (outside) {
-    const __m512i below = count_by_search(t, x);
-    const __m512i upper = _mm512_min_epi32(below, _mm512_set1_epi32(255));
-    const __m512i lower = _mm512_max_epi32(_mm512_sub_epi32(below, _mm512_set1_epi32(1)), _mm512_setzero_si512());
-    return pick_codes(t, x, u, below, _mm512_i32gather_ps(lower, t.sorted.data(), 4),
+// DynamicMap::round_stochastically of sixteen quotients x with uniforms u. The estimated count of sorted values
+// at or below x is checked against the two values around it (two independent gathers, where a binary search
+// would chain eight): a lane whose estimate was off, at a value's own magnitude, sends the vector to the search.
+ZB_AVX512 __m512i stochastic_codes(const GatherTables& t, __m512 x, __m512 u) {
+  const __m512i below = estimated_count(x, t.is_signed);
+  const __m512i zero = _mm512_setzero_si512(), last = _mm512_set1_epi32(255);
+  const __m512i lower = _mm512_sub_epi32(below, _mm512_set1_epi32(1));
+  __m512 low = _mm512_i32gather_ps(_mm512_max_epi32(lower, zero), t.sorted.data(), 4);
+  __m512 high = _mm512_i32gather_ps(_mm512_min_epi32(below, last), t.sorted.data(), 4);
+  // Before the first value, and past the last: none to count, and none above.
+  low = _mm512_mask_mov_ps(low, _mm512_cmplt_epi32_mask(lower, zero), _mm512_set1_ps(-INFINITY));
+  high = _mm512_mask_mov_ps(high, _mm512_cmpgt_epi32_mask(below, last), _mm512_set1_ps(INFINITY));
+  const __mmask16 right = _mm512_cmp_ps_mask(low, x, _CMP_LE_OQ) & _mm512_cmp_ps_mask(x, high, _CMP_LT_OQ);
+  if (right != 0xFFFF) {
+    const __m512i searched = count_by_search(t, x);
+    const __m512i upper = _mm512_min_epi32(searched, last);
+    const __m512i lower_searched = _mm512_max_epi32(_mm512_sub_epi32(searched, _mm512_set1_epi32(1)), zero);
+    return pick_codes(t, x, u, searched, _mm512_i32gather_ps(lower_searched, t.sorted.data(), 4),
                       _mm512_i32gather_ps(upper, t.sorted.data(), 4));
   }
-  // at_or_below is 1, 2 or 3: the values around x are window[k - 1] and window[k].
-  const __mmask16 one = _mm512_cmpeq_epi32_mask(at_or_below, _mm512_set1_epi32(1));
-  const __mmask16 two = _mm512_cmpeq_epi32_mask(at_or_below, _mm512_set1_epi32(2));
-  const __m512 low = _mm512_mask_mov_ps(_mm512_mask_mov_ps(window[2], two, window[1]), one, window[0]);
-  const __m512 high = _mm512_mask_mov_ps(_mm512_mask_mov_ps(window[3], two, window[2]), one, window[1]);
-  return pick_codes(t, x, u, _mm512_add_epi32(first, at_or_below), low, high);
+  return pick_codes(t, x, u, below, low, high);
 }
 
 // Quantizes one moment of the block (values[0, count)) into codes with its new scale, as quantize_block does
@@ -204,7 +201,7 @@ ZB_AVX512 float quantize(const float* values, int64_t count, float scale, const 
       const int64_t at = i + 16 * j;
       const __m512 value = _mm512_loadu_ps(values + at);
       const __m512 x = _mm512_mul_ps(value, inv);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + at), _mm512_cvtepi32_epi8(stochastic_codes(t, x, u[j], map.is_signed())));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + at), _mm512_cvtepi32_epi8(stochastic_codes(t, x, u[j])));
       const __m512 magnitude = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(value), magnitude_bits));
       __mmask16 exact = _mm512_cmp_ps_mask(magnitude, largest, _CMP_EQ_OQ);
       while (exact) {  // (one element a block, mostly)
