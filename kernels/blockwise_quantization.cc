@@ -60,10 +60,10 @@ uint8_t DynamicMap::nearest(float x) const {
 
 uint8_t DynamicMap::round_stochastically(float x, float u) const {
   // The last value at or below x, and the one above it.
-  const auto above = std::upper_bound(sorted_.begin(), sorted_.end(), x);
-  if (above == sorted_.begin()) return sorted_codes_.front();
-  if (above == sorted_.end()) return sorted_codes_.back();
-  const size_t upper = size_t(above - sorted_.begin()), lower = upper - 1;
+  const int above = count_at_or_below(sorted_.data(), x, signed_);
+  if (above == 0) return sorted_codes_.front();
+  if (above == 256) return sorted_codes_.back();
+  const size_t upper = size_t(above), lower = upper - 1;
   const float share = (x - sorted_[lower]) / (sorted_[upper] - sorted_[lower]);
   return u < share ? sorted_codes_[upper] : sorted_codes_[lower];
 }

@@ -78,6 +78,37 @@ float quantize_block(const float* values, int64_t n, const DynamicMap& map, uint
 // The values of n codes of a block with `scale`.
 void dequantize_block(const uint8_t* codes, int64_t n, float scale, const DynamicMap& map, float* values);
 
+// How many of a map's 256 values, in increasing order (`sorted`), are at or below x. Read off the map's structure
+// (see above): |x| in decade e (10^-(e+1) to 10^-e) lies after the 2^b codes of smaller magnitudes (b the
+// decade's fraction bits) and after floor((|x| 10^e - 0.1) 2^b / 0.9) of its own; a signed map's negative values
+// come first, by decreasing magnitude. That estimate is off by one only where x lies within rounding of a value
+// or of a decade's end, so it is checked against the two values around it, and a binary search settles the rest:
+// one or two table reads where a search makes eight.
+ZB_HOST_DEVICE inline int count_at_or_below(const float* sorted, float x, bool is_signed) {
+  const int bits = is_signed ? 7 : 8;  // after the sign
+  const float magnitude = x < 0 ? -x : x;
+  const float tops[8] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f};
+  const float powers[8] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f};
+  int decade = 0;
+  for (int e = 1; e < bits; ++e) decade += magnitude <= tops[e] ? 1 : 0;
+  const int steps = 1 << (bits - 1 - decade);
+  const float position = (magnitude * powers[decade] - 0.1f) * float(steps) / 0.9f;
+  const int within = position > 0 ? (position < float(steps) ? int(position) : steps) : 0;
+  const int counted = steps + within;  // magnitude codes at or below |x|, the zero code's included
+  const int estimate = !is_signed ? counted : x < 0 ? 128 - counted : 128 + counted;
+  if ((estimate == 0 || sorted[estimate - 1] <= x) && (estimate == 256 || x < sorted[estimate])) return estimate;
+  int low = 0, high = 256;
+  while (low < high) {
+    const int middle = (low + high) / 2;
+    if (sorted[middle] <= x) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
 // Blocks of kQuantizationBlock over n values: how many (the last may be partial).
 inline int64_t quantization_blocks(int64_t n) { return (n + kQuantizationBlock - 1) / kQuantizationBlock; }
 

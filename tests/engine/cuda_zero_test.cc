@@ -133,9 +133,12 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
   }
 }
 
-// 8-bit moments (adamw8bit) on GPUs: every stage and every strategy (the GPU's 8-bit kernel, or the CPU
-// optimizer's block update) trains as stage 0 without offload on the same GPUs, within the bf16 tolerance of
-// the tests above; and not as fp32 moments do (the CPU tests bound the agreement of stages tighter).
+// 8-bit moments (adamw8bit) on GPUs: every strategy (the CPU optimizer's block update, or the GPU's kernel for
+// none) trains as the same stage without offload, within the bf16 tolerance of the test above, and not as fp32
+// moments do. Against stage 0 the bound is looser: bf16 gradients reduced in another order turn some stochastic
+// roundings the other way (gpt2-tiny's stage 3 on two H100s: 2.8% of a block's weights after four steps, every
+// strategy alike); the CPU tests bound the stages' agreement in fp32 at 1e-4, and a wrong shard moves the
+// weights by their whole size.
 TEST_P(CudaOffload, EightBitMomentsTrainAlikeOnEveryStrategy) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
   const ZeroCase c = GetParam();
@@ -147,15 +150,16 @@ TEST_P(CudaOffload, EightBitMomentsTrainAlikeOnEveryStrategy) {
   TrainingOptions stage0 = plain, fp32_moments = plain;
   stage0.zero.stage = 0;
   fp32_moments.optimizer.moments_8bit = false;
-  const Outcome reference = train(stage0, 4, true);
+  const Outcome first_stage = train(stage0, 4, true), reference = train(plain, 4, true);
   double fp32_difference = 0;
   const Outcome fp32 = train(fp32_moments, 4, true);
-  for (size_t u = 0; u < fp32.params.size(); ++u)
+  for (size_t u = 0; u < fp32.params.size(); ++u) {
     fp32_difference = std::max(fp32_difference, test::relative_error(fp32.params[u], reference.params[u]));
+    EXPECT_LE(test::relative_error(reference.params[u], first_stage.params[u]), 5e-2) << "against stage 0, unit " << u;
+  }
   EXPECT_GT(fp32_difference, 1e-3) << "the moments were not quantized";
   test::TempDir dir;
-  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full,
-                                   OffloadStrategy::nvme}) {
+  for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
     SCOPED_TRACE(offload_strategy_name(strategy));
     TrainingOptions options = plain;
     options.offload = strategy;

@@ -64,6 +64,40 @@ TEST(DynamicMap, NearestIsTheClosestOfAllCodes) {
   }
 }
 
+// The count of values at or below x, read off the maps' structure, is a search's: at every value, a float either
+// side of it, the midpoints, the decades' ends, and random quotients over the whole range.
+TEST(DynamicMap, CountAtOrBelowIsTheSearchs) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const DynamicMap* map : {&DynamicMap::signed_map(), &DynamicMap::unsigned_map()}) {
+    const float* sorted = map->sorted_values();
+    std::vector<float> probes = {0.0f, -0.0f, 1.0f, -1.0f, 1.0000001f, -1.0000001f, 2.0f, -2.0f};
+    for (int i = 0; i < 256; ++i) {
+      probes.push_back(sorted[i]);
+      probes.push_back(std::nextafter(sorted[i], 2.0f));
+      probes.push_back(std::nextafter(sorted[i], -2.0f));
+      if (i < 255) probes.push_back(0.5f * (sorted[i] + sorted[i + 1]));
+    }
+    for (int e = 0; e <= 8; ++e) {
+      const float top = float(std::pow(10.0, -e));
+      for (float x : {top, std::nextafter(top, 2.0f), std::nextafter(top, 0.0f)}) {
+        probes.push_back(x);
+        probes.push_back(-x);
+      }
+    }
+    for (int i = 0; i < 100'000; ++i) {
+      const float x = uniform(rng);
+      probes.push_back(x * std::pow(10.0f, -float(i % 9)));  // every decade
+    }
+    for (float x : probes) {
+      if (!map->is_signed() && x < 0) continue;  // (quotients of a second moment are never negative)
+      const int searched = int(std::upper_bound(sorted, sorted + 256, x) - sorted);
+      ASSERT_EQ(count_at_or_below(sorted, x, map->is_signed()), searched)
+          << (map->is_signed() ? "signed" : "unsigned") << " map at " << x;
+    }
+  }
+}
+
 TEST(BlockwiseQuantization, RoundTripsWithinHalfAStepOfEachDecade) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
