@@ -83,8 +83,8 @@ void dequantize_block(const uint8_t* codes, int64_t n, float scale, const Dynami
 // decade's fraction bits) and after floor((|x| 10^e - 0.1) 2^b / 0.9) of its own; a signed map's negative values
 // come first, by decreasing magnitude. That estimate is off by one only where x lies within rounding of a value
 // or of a decade's end, so it is checked against the two values around it, and a binary search settles the rest:
-// one or two table reads where a search makes eight.
-ZB_HOST_DEVICE inline int count_at_or_below(const float* sorted, float x, bool is_signed) {
+// one or two table reads where a search makes eight. (The host's: see kernels/cuda/optimizer_8bit.cu.)
+inline int count_at_or_below(const float* sorted, float x, bool is_signed) {
   const int bits = is_signed ? 7 : 8;  // after the sign
   const float magnitude = x < 0 ? -x : x;
   const float tops[8] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f};
