@@ -83,16 +83,22 @@ void dequantize_block(const uint8_t* codes, int64_t n, float scale, const Dynami
 // decade's fraction bits) and after floor((|x| 10^e - 0.1) 2^b / 0.9) of its own; a signed map's negative values
 // come first, by decreasing magnitude. That estimate is off by one only where x lies within rounding of a value
 // or of a decade's end, so it is checked against the two values around it, and a binary search settles the rest:
-// one or two table reads where a search makes eight. (The host's: see kernels/cuda/optimizer_8bit.cu.)
-inline int count_at_or_below(const float* sorted, float x, bool is_signed) {
+// one or two table reads where a search makes eight. Written so that nothing is indexed by a value (on a GPU such
+// small arrays would live in local memory): the decade's power of ten is a product, exact.
+ZB_HOST_DEVICE inline int count_at_or_below(const float* sorted, float x, bool is_signed) {
   const int bits = is_signed ? 7 : 8;  // after the sign
   const float magnitude = x < 0 ? -x : x;
-  const float tops[8] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f};
-  const float powers[8] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f};
   int decade = 0;
-  for (int e = 1; e < bits; ++e) decade += magnitude <= tops[e] ? 1 : 0;
+  float power = 1.0f, top = 1.0f;  // 10^decade; 10^-e
+  ZB_UNROLL
+  for (int e = 1; e < 8; ++e) {
+    top *= 0.1f;  // (an estimate's threshold: its rounding only moves the estimate, which is checked)
+    const bool smaller = e < bits && magnitude <= top;
+    decade += smaller ? 1 : 0;
+    power = smaller ? power * 10.0f : power;
+  }
   const int steps = 1 << (bits - 1 - decade);
-  const float position = (magnitude * powers[decade] - 0.1f) * float(steps) / 0.9f;
+  const float position = (magnitude * power - 0.1f) * float(steps) / 0.9f;
   const int within = position > 0 ? (position < float(steps) ? int(position) : steps) : 0;
   const int counted = steps + within;  // magnitude codes at or below |x|, the zero code's included
   const int estimate = !is_signed ? counted : x < 0 ? 128 - counted : 128 + counted;

@@ -1,22 +1,23 @@
 // Every CUDA op against the CPU reference, on fresh random inputs, in fp32 (relative error at most 1e-5), bf16
-// (at most 2e-2) and fp16 (at most 5e-3). Outputs start as NaN, so an element the kernel does not write fails the comparison;
-// outputs that the contract says are added to start from the same random values on both sides. Parameter
+// (at most 2e-2) and fp16 (at most 5e-3). Outputs start as NaN, so an element the kernel does not write fails the
+// comparison; outputs that the contract says are added to start from the same random values on both sides. Parameter
 // gradients run both ways: added to random values, and overwritten (GradWrite::overwrite) over NaN, which
 // any read of the old values would carry into the result. The CPU side
 // receives the inputs exactly as the GPU holds them (rounded to bf16 or fp16 in those runs). Skipped without a GPU.
+#include "kernels/cuda/cuda_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <tuple>
 #include <utility>
 
+#include "core/cuda_check.h"
 #include "core/strings.h"
 #include "kernels/blockwise_quantization.h"
 #include "kernels/clip_factor.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "core/cuda_check.h"
 #include "kernels/cuda/cuda_dtype.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_algorithm_timing.h"
 #include "support/cuda_fixture.h"
 
@@ -578,63 +579,68 @@ TEST_P(CudaOps, OptimizersAndGradientScale) {
 }
 
 // Adam with 8-bit moments (kernels/cuda/optimizer_8bit.cu) against the CPU's (kernels/adam_8bit.h) over three
-// steps, 5003 elements (two whole blocks and a partial one), gradients of the dtype: the master weights to
+// steps, gradients of the dtype: 5003 elements (two whole blocks and a partial one; the second moment's codes
+// start unaligned, so every thread moves its elements one by one) and 6152 (three blocks and eight elements, each
+// thread's eight in vector moves but the last block's partial threads'). The master weights to
 // 1e-6 (the GPU fuses multiply-adds), the moments' codes the same but where a stochastic rounding decision fell
 // the other way on a last-bit difference (at most 0.5% of them), the scales to 1e-6, the model copy the master
 // rounded; a non-finite factor on the device changes nothing.
 TEST_P(CudaOps, EightBitAdamMatchesTheCpu) {
-  const int64_t n = 5003, blocks = quantization_blocks(n);
-  OptimizerParams p{OptimizerKind::adamw, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 1, 0.5f};
-  auto master = rnd.normal<float>(n);
-  std::vector<uint8_t> codes(2 * n, 0);
-  std::vector<float> scales(2 * blocks, 0.0f);
-  const QuantizedMoments host{codes.data(), codes.data() + n, scales.data(), scales.data() + blocks, 3, 8192};
-  std::vector<float> reference = master;
-  Tensor g_master = upload(master, {n}, DType::f32), g_params = poisoned({n}, dt());
-  Tensor g_codes = poisoned({(2 * n + 3) / 4}, DType::f32), g_scales = poisoned({2 * blocks}, DType::f32);
-  ZB_CUDA_CHECK(cudaMemset(g_codes.data, 0, 2 * n));
-  ZB_CUDA_CHECK(cudaMemset(g_scales.data, 0, 2 * blocks * sizeof(float)));
-  auto* device_codes = static_cast<uint8_t*>(g_codes.data);
-  const QuantizedMoments device{device_codes, device_codes + n, g_scales.as<float>(), g_scales.as<float>() + blocks, 3,
-                                8192};
-  const auto gpu_step = [&](const Tensor& g_grad, const OptimizerParams& params) {
-    gpu->synchronize();
-    const auto run = [&]<typename T>() {
-      cuda::adam_8bit_step<T>(g_master.as<float>(), g_grad.as<T>(), device, g_params.as<T>(), n, params,
-                              gpu->stream());
+  for (const int64_t n : {int64_t(5003), int64_t(6152)}) {
+    SCOPED_TRACE(cat(n, " elements"));
+    const int64_t blocks = quantization_blocks(n);
+    OptimizerParams p{OptimizerKind::adamw, 1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, 0.8f, 1, 0.5f};
+    auto master = rnd.normal<float>(n);
+    std::vector<uint8_t> codes(2 * n, 0);
+    std::vector<float> scales(2 * blocks, 0.0f);
+    const QuantizedMoments host{codes.data(), codes.data() + n, scales.data(), scales.data() + blocks, 3, 8192};
+    std::vector<float> reference = master;
+    Tensor g_master = upload(master, {n}, DType::f32), g_params = poisoned({n}, dt());
+    Tensor g_codes = poisoned({(2 * n + 3) / 4}, DType::f32), g_scales = poisoned({2 * blocks}, DType::f32);
+    ZB_CUDA_CHECK(cudaMemset(g_codes.data, 0, 2 * n));
+    ZB_CUDA_CHECK(cudaMemset(g_scales.data, 0, 2 * blocks * sizeof(float)));
+    auto* device_codes = static_cast<uint8_t*>(g_codes.data);
+    const QuantizedMoments device{
+        device_codes, device_codes + n, g_scales.as<float>(), g_scales.as<float>() + blocks, 3, 8192};
+    const auto gpu_step = [&](const Tensor& g_grad, const OptimizerParams& params) {
+      gpu->synchronize();
+      const auto run = [&]<typename T>() {
+        cuda::adam_8bit_step<T>(g_master.as<float>(), g_grad.as<T>(), device, g_params.as<T>(), n, params,
+                                gpu->stream());
+      };
+      if (dt() == DType::f32) run.operator()<float>();
+      if (dt() == DType::bf16) run.operator()<__nv_bfloat16>();
+      if (dt() == DType::f16) run.operator()<__half>();
+      gpu->synchronize();
     };
-    if (dt() == DType::f32) run.operator()<float>();
-    if (dt() == DType::bf16) run.operator()<__nv_bfloat16>();
-    if (dt() == DType::f16) run.operator()<__half>();
-    gpu->synchronize();
-  };
-  for (int64_t step = 1; step <= 3; ++step) {
-    p.step = step;
-    const auto grad = normal(n);
-    cpu::optimizer_step_8bit(reference.data(), grad.data(), host, n, p);
-    gpu_step(up(grad, {n}), p);
-  }
-  EXPECT_LE(relative_error(download(g_master), reference), 1e-6) << "master weights";
-  std::vector<uint8_t> gpu_codes(2 * n);
-  ZB_CUDA_CHECK(cudaMemcpy(gpu_codes.data(), device_codes, 2 * n, cudaMemcpyDeviceToHost));
-  int64_t different = 0;
-  for (int64_t i = 0; i < 2 * n; ++i) different += gpu_codes[i] != codes[i];
-  EXPECT_LE(different, 2 * n / 200) << "codes that differ";
-  EXPECT_LE(relative_error(download(g_scales), scales), 1e-6) << "block scales";
-  EXPECT_EQ(download(g_params), representable(download(g_master), dt())) << "the model copy is the master rounded";
+    for (int64_t step = 1; step <= 3; ++step) {
+      p.step = step;
+      const auto grad = normal(n);
+      cpu::optimizer_step_8bit(reference.data(), grad.data(), host, n, p);
+      gpu_step(up(grad, {n}), p);
+    }
+    EXPECT_LE(relative_error(download(g_master), reference), 1e-6) << "master weights";
+    std::vector<uint8_t> gpu_codes(2 * n);
+    ZB_CUDA_CHECK(cudaMemcpy(gpu_codes.data(), device_codes, 2 * n, cudaMemcpyDeviceToHost));
+    int64_t different = 0;
+    for (int64_t i = 0; i < 2 * n; ++i) different += gpu_codes[i] != codes[i];
+    EXPECT_LE(different, 2 * n / 200) << "codes that differ";
+    EXPECT_LE(relative_error(download(g_scales), scales), 1e-6) << "block scales";
+    EXPECT_EQ(download(g_params), representable(download(g_master), dt())) << "the model copy is the master rounded";
 
-  // A NaN factor read on the device: the step is skipped, nothing written.
-  const std::vector<float> master_before = download(g_master), scales_before = download(g_scales);
-  Tensor factor = upload({std::numeric_limits<float>::quiet_NaN()}, {1}, DType::f32);
-  OptimizerParams skipped = p;
-  skipped.step = 4;
-  skipped.grad_factor = factor.as<float>();
-  gpu_step(up(normal(n), {n}), skipped);
-  EXPECT_EQ(download(g_master), master_before);
-  EXPECT_EQ(download(g_scales), scales_before);
-  std::vector<uint8_t> after(2 * n);
-  ZB_CUDA_CHECK(cudaMemcpy(after.data(), device_codes, 2 * n, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(after, gpu_codes);
+    // A NaN factor read on the device: the step is skipped, nothing written.
+    const std::vector<float> master_before = download(g_master), scales_before = download(g_scales);
+    Tensor factor = upload({std::numeric_limits<float>::quiet_NaN()}, {1}, DType::f32);
+    OptimizerParams skipped = p;
+    skipped.step = 4;
+    skipped.grad_factor = factor.as<float>();
+    gpu_step(up(normal(n), {n}), skipped);
+    EXPECT_EQ(download(g_master), master_before);
+    EXPECT_EQ(download(g_scales), scales_before);
+    std::vector<uint8_t> after(2 * n);
+    ZB_CUDA_CHECK(cudaMemcpy(after.data(), device_codes, 2 * n, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(after, gpu_codes);
+  }
 }
 
 // The update reading its factor on the device: as grad_scale with that value, bit for bit; a NaN factor (a
