@@ -102,15 +102,28 @@ INSTANTIATE_TEST_SUITE_P(Stages, CudaZero, ::testing::ValuesIn(test::every_zero_
 // them, the CPU optimizer on its thread, weights copied up (or, cpu_full, each unit up before its use) as the
 // next forward reaches them. Against the same stage without offload on the same GPUs: the host's AdamW is
 // the device's arithmetic in fp32, so only bf16 roundings of nearly equal values may differ.
-class CudaOffload : public ::testing::TestWithParam<ZeroCase> {};
+class CudaOffload : public ::testing::TestWithParam<ZeroCase> {
+ protected:
+  // The case's stage, every unit partitioned, no offload.
+  static TrainingOptions plain_options(const ZeroCase& c) {
+    TrainingOptions plain = bf16_options(c.model, 4, 64);
+    plain.grad_accum = c.grad_accum;
+    plain.zero.stage = c.stage;
+    plain.zero.stage3_param_persistence_threshold = 0;
+    return plain;
+  }
+  // Losses and weights within 1% of the reference's: bf16 roundings of nearly equal values.
+  static void expect_within_bf16(const Outcome& ours, const Outcome& reference) {
+    for (size_t i = 0; i < ours.losses.size(); ++i)
+      EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
+    for (size_t u = 0; u < ours.params.size(); ++u)
+      EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+  }
+};
 
 TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
-  const ZeroCase c = GetParam();
-  TrainingOptions plain = bf16_options(c.model, 4, 64);
-  plain.grad_accum = c.grad_accum;
-  plain.zero.stage = c.stage;
-  plain.zero.stage3_param_persistence_threshold = 0;
+  TrainingOptions plain = plain_options(GetParam());
   plain.zero.stage3_prefetch_bucket_size = 30'000;
   const Outcome reference = train(plain, 4, true);
   test::TempDir dir;
@@ -125,11 +138,7 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
     offloaded.offload = strategy;
     offloaded.offload_ratio = ratio;
     offloaded.nvme_path = dir.path().string();
-    const Outcome ours = train(offloaded, 4, true);
-    for (size_t i = 0; i < ours.losses.size(); ++i)
-      EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
-    for (size_t u = 0; u < ours.params.size(); ++u)
-      EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+    expect_within_bf16(train(offloaded, 4, true), reference);
   }
 }
 
@@ -141,11 +150,7 @@ TEST_P(CudaOffload, EveryStrategyMatchesNoOffload) {
 // weights by their whole size.
 TEST_P(CudaOffload, EightBitMomentsTrainAlikeOnEveryStrategy) {
   if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
-  const ZeroCase c = GetParam();
-  TrainingOptions plain = bf16_options(c.model, 4, 64);
-  plain.grad_accum = c.grad_accum;
-  plain.zero.stage = c.stage;
-  plain.zero.stage3_param_persistence_threshold = 0;
+  TrainingOptions plain = plain_options(GetParam());
   set_optimizer(plain.optimizer, "adamw8bit");
   TrainingOptions stage0 = plain, fp32_moments = plain;
   stage0.zero.stage = 0;
@@ -164,11 +169,7 @@ TEST_P(CudaOffload, EightBitMomentsTrainAlikeOnEveryStrategy) {
     TrainingOptions options = plain;
     options.offload = strategy;
     options.nvme_path = dir.path().string();
-    const Outcome ours = train(options, 4, true);
-    for (size_t i = 0; i < ours.losses.size(); ++i)
-      EXPECT_NEAR(ours.losses[i], reference.losses[i], 1e-2 * reference.losses[i]) << "loss at step " << i + 1;
-    for (size_t u = 0; u < ours.params.size(); ++u)
-      EXPECT_LE(test::relative_error(ours.params[u], reference.params[u]), 1e-2) << "weights of unit " << u;
+    expect_within_bf16(train(options, 4, true), reference);
   }
 }
 
