@@ -340,8 +340,10 @@ void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params, SimdLe
       const int64_t begin = b * kQuantizationBlock, count = std::min(kQuantizationBlock, s.n - begin);
       float g[kQuantizationBlock];
       for (int64_t k = 0; k < count; ++k) g[k] = load_value(grad, begin + k);
-      if (level == SimdLevel::avx512 && avx512_takes_block(count)) {
+      if (level == SimdLevel::avx512 && vector_takes_block(count)) {
         adam_8bit_block_avx512(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+      } else if (level == SimdLevel::avx2 && vector_takes_block(count)) {
+        adam_8bit_block_avx2(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
       } else {
         adam_8bit_block(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
       }

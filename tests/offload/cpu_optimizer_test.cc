@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "core/strings.h"
 #include "core/f16.h"
 #include "core/sixteen_bit.h"
 #include "kernels/blockwise_quantization.h"
@@ -134,17 +135,19 @@ TEST(CpuOptimizer, Fp16ModelsAtEveryLevelMatchTheReference) {
   }
 }
 
-// 8-bit moments on the host: each quantization block's update is the CPU backend's (the same block routine,
-// so bit for bit, stochastic rounding's codes included), for bf16 and fp16 models, with the new weights written
-// over the gradients; a skipped step leaves the codes and scales as they were.
+// 8-bit moments on the host: each quantization block's update is the CPU backend's reference bit for bit,
+// stochastic rounding's codes included, at every SIMD level this CPU runs (the vector levels take the whole
+// blocks, the reference the partial one), for bf16 and fp16 models, with the new weights written over the
+// gradients; a skipped step leaves the codes and scales as they were.
 TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
   const int64_t n = 5'000;  // two whole blocks and a partial one
   OptimizerParams p;
   p.lr = 1e-3f;
   p.weight_decay = 0.1f;
   p.grad_scale = 0.5f;
+  for (int level = 0; level <= int(best_simd_level()); ++level)
   for (DType model : {DType::bf16, DType::f16}) {
-    SCOPED_TRACE(dtype_name(model));
+    SCOPED_TRACE(cat(simd_level_name(SimdLevel(level)), ", ", dtype_name(model)));
     const auto [round, widen] = sixteen_bit_conversions(model);
     Shard ours = random_shard(n, 41);
     std::mt19937 rng(42);
@@ -162,7 +165,7 @@ TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
       for (int64_t i = 0; i < n; ++i) grad_f32[i] = widen(ours.grad[i]);
       CpuOptimizerShard shard{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.grad.data(), n, model};
       shard.quantized = mine;
-      cpu_optimizer_step(shard, p);
+      cpu_optimizer_step(shard, p, SimdLevel(level));
       cpu::optimizer_step_8bit(reference_master.data(), grad_f32.data(), theirs, n, p);
       EXPECT_EQ(ours.master, reference_master) << "step " << step;
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(ours.grad[i], round(ours.master[i])) << "the weights written at " << i;
@@ -175,7 +178,7 @@ TEST(CpuOptimizer, EightBitMomentsMatchTheReferenceBitForBit) {
     p.skip = true;
     CpuOptimizerShard skipped{ours.master.data(), ours.grad.data(), nullptr, nullptr, ours.out.data(), n, model};
     skipped.quantized = mine;
-    cpu_optimizer_step(skipped, p);
+    cpu_optimizer_step(skipped, p, SimdLevel(level));
     p.skip = false;
     EXPECT_EQ(codes, codes_before);
     EXPECT_EQ(scales, scales_before);

@@ -16,29 +16,6 @@ namespace {
 
 #define ZB_AVX512 __attribute__((target("avx512f")))
 
-// A map's tables as 32-bit lanes gather them: values by code, and the values in increasing order.
-struct GatherTables {
-  std::array<float, 256> values, sorted;
-  float largest = 0;  // sorted[255]
-  bool is_signed = false;
-  explicit GatherTables(const DynamicMap& map) : is_signed(map.is_signed()) {
-    for (int i = 0; i < 256; ++i) {
-      values[size_t(i)] = map.values()[i];
-      sorted[size_t(i)] = map.sorted_values()[i];
-    }
-    largest = sorted[255];
-  }
-};
-
-const GatherTables& first_tables() {
-  static const GatherTables tables(DynamicMap::signed_map());
-  return tables;
-}
-const GatherTables& second_tables() {
-  static const GatherTables tables(DynamicMap::unsigned_map());
-  return tables;
-}
-
 // The high halves of the 32 x 32-bit products of the lanes of a with k.
 ZB_AVX512 inline __m512i mul_hi(__m512i a, __m512i k) {
   const __m512i even = _mm512_mul_epu32(a, k);                          // lanes 0, 2, ...: 64-bit products
@@ -219,7 +196,7 @@ ZB_AVX512 float quantize(const float* values, int64_t count, float scale, const 
 ZB_AVX512 void adam_8bit_block_avx512(const float* master_in, float* master, const float* grad, int64_t count,
                                       const QuantizedMoments& in, const QuantizedMoments& out, int64_t block,
                                       const OptimizerParams& p) {
-  ZB_CHECK(count > 0 && count <= kQuantizationBlock && avx512_takes_block(count), "a block of ", count, " elements");
+  ZB_CHECK(count > 0 && count <= kQuantizationBlock && vector_takes_block(count), "a block of ", count, " elements");
   ZB_CHECK(p.kind == OptimizerKind::adamw || p.kind == OptimizerKind::adam, "8-bit moments are Adam's and AdamW's");
   const GatherTables &first = first_tables(), &second = second_tables();
   const AdamElement<float> a = adam_element(p);
