@@ -2,7 +2,6 @@
 // comparisons as lane masks and blends where AVX-512 has mask registers.
 #include <immintrin.h>
 
-#include <cstring>
 
 #include "core/check.h"
 #include "kernels/adam_element.h"
@@ -63,10 +62,13 @@ ZB_AVX2 void uniforms_of_32(uint64_t seed, uint64_t stream, uint64_t first_group
 
 ZB_AVX2 __m256i code_of_sorted(__m256i index, bool is_signed) {
   if (!is_signed) return index;
+  // Index 127 is +0 (code 0), 128 is -0 (code 128), above them index - 128; below, 255 - index.
   const __m256i negative = _mm256_cmpgt_epi32(_mm256_set1_epi32(127), index);  // index < 127
   const __m256i plus_zero = _mm256_cmpeq_epi32(index, _mm256_set1_epi32(127));
-  const __m256i code = choose(negative, _mm256_sub_epi32(_mm256_set1_epi32(255), index),
-                              _mm256_sub_epi32(index, _mm256_set1_epi32(128)));
+  const __m256i minus_zero = _mm256_cmpeq_epi32(index, _mm256_set1_epi32(128));
+  __m256i code = choose(negative, _mm256_sub_epi32(_mm256_set1_epi32(255), index),
+                        _mm256_sub_epi32(index, _mm256_set1_epi32(128)));
+  code = choose(minus_zero, _mm256_set1_epi32(128), code);
   return _mm256_andnot_si256(plus_zero, code);
 }
 
@@ -167,12 +169,12 @@ ZB_AVX2 float quantize(const float* values, int64_t count, float scale, const Ga
   return scale;
 }
 
-// The largest of eight lanes, unsigned.
-ZB_AVX2 inline uint32_t largest_lane(__m256i x) {
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), x);
-  uint32_t out = 0;
-  for (uint32_t lane : lanes) out = lane > out ? lane : out;
+// The largest of eight non-negative lanes.
+ZB_AVX2 inline float largest_lane(__m256 x) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, x);
+  float out = 0.0f;
+  for (float lane : lanes) out = lane > out ? lane : out;
   return out;
 }
 
@@ -192,8 +194,9 @@ ZB_AVX2 void adam_8bit_block_avx2(const float* master_in, float* master, const f
   const __m256 b1 = _mm256_set1_ps(a.b1), b2 = _mm256_set1_ps(a.b2), one_minus_b1 = _mm256_set1_ps(1 - a.b1),
                one_minus_b2 = _mm256_set1_ps(1 - a.b2), bias1 = _mm256_set1_ps(a.bias1),
                bias2 = _mm256_set1_ps(a.bias2), eps = _mm256_set1_ps(a.eps), lr_wd = _mm256_set1_ps(a.lr * a.wd);
-  const __m256i magnitude_bits = _mm256_set1_epi32(0x7fffffff);
-  __m256i m_largest = _mm256_setzero_si256(), v_largest = _mm256_setzero_si256();
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  // As the AVX-512 level: MAXPS passes over a NaN in its first operand, as std::max does.
+  __m256 m_largest = _mm256_setzero_ps(), v_largest = _mm256_setzero_ps();
   for (int64_t k = 0; k < count; k += 8) {
     const __m256i m_codes =
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in.m_codes + begin + k)));
@@ -213,13 +216,10 @@ ZB_AVX2 void adam_8bit_block_avx2(const float* master_in, float* master, const f
     _mm256_storeu_ps(master + k, param);
     _mm256_store_ps(m + k, mk);
     _mm256_store_ps(v + k, vk);
-    m_largest = _mm256_max_epu32(m_largest, _mm256_and_si256(_mm256_castps_si256(mk), magnitude_bits));
-    v_largest = _mm256_max_epu32(v_largest, _mm256_and_si256(_mm256_castps_si256(vk), magnitude_bits));
+    m_largest = _mm256_max_ps(_mm256_andnot_ps(sign, mk), m_largest);
+    v_largest = _mm256_max_ps(_mm256_andnot_ps(sign, vk), v_largest);
   }
-  const uint32_t m_bits = largest_lane(m_largest), v_bits = largest_lane(v_largest);
-  float m_new_scale, v_new_scale;
-  std::memcpy(&m_new_scale, &m_bits, 4);
-  std::memcpy(&v_new_scale, &v_bits, 4);
+  const float m_new_scale = largest_lane(m_largest), v_new_scale = largest_lane(v_largest);
   const uint64_t element = out.first_element + uint64_t(begin), stream = 2 * uint64_t(p.step);
   out.m_scales[block] = quantize(m, count, m_new_scale, first, DynamicMap::signed_map(), out.m_codes + begin,
                                  out.seed, stream, element);

@@ -4,7 +4,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
 
 #include "core/check.h"
 #include "kernels/adam_element.h"
@@ -71,9 +70,11 @@ ZB_AVX512 void uniforms_of_64(uint64_t seed, uint64_t stream, uint64_t first_gro
 // then +0 (code 0), -0 (code 128) and the positive values (codes 1 to 127).
 ZB_AVX512 __m512i code_of_sorted(__m512i index, bool is_signed) {
   if (!is_signed) return index;
+  // Index 127 is +0 (code 0), 128 is -0 (code 128), above them index - 128; below, 255 - index.
   const __m512i positive = _mm512_sub_epi32(index, _mm512_set1_epi32(128));
   __m512i code = _mm512_mask_sub_epi32(positive, _mm512_cmplt_epi32_mask(index, _mm512_set1_epi32(127)),
                                        _mm512_set1_epi32(255), index);
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(index, _mm512_set1_epi32(128)), _mm512_set1_epi32(128));
   return _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(index, _mm512_set1_epi32(127)), _mm512_setzero_si512());
 }
 
@@ -208,7 +209,9 @@ ZB_AVX512 void adam_8bit_block_avx512(const float* master_in, float* master, con
                one_minus_b2 = _mm512_set1_ps(1 - a.b2), bias1 = _mm512_set1_ps(a.bias1),
                bias2 = _mm512_set1_ps(a.bias2), eps = _mm512_set1_ps(a.eps), lr_wd = _mm512_set1_ps(a.lr * a.wd);
   const __m512i magnitude_bits = _mm512_set1_epi32(0x7fffffff);
-  __m512i m_largest = _mm512_setzero_si512(), v_largest = _mm512_setzero_si512();  // (magnitudes' bits order alike)
+  // The largest magnitudes as quantize_block's std::max finds them: a NaN (an overflow inside Adam) passed over,
+  // since MAXPS returns its second operand where either is NaN.
+  __m512 m_largest = _mm512_setzero_ps(), v_largest = _mm512_setzero_ps();
   for (int64_t k = 0; k < count; k += 16) {
     const __m512i m_codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in.m_codes + begin + k)));
     const __m512i v_codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in.v_codes + begin + k)));
@@ -226,14 +229,10 @@ ZB_AVX512 void adam_8bit_block_avx512(const float* master_in, float* master, con
     _mm512_storeu_ps(master + k, param);
     _mm512_store_ps(m + k, mk);
     _mm512_store_ps(v + k, vk);
-    m_largest = _mm512_max_epu32(m_largest, _mm512_and_si512(_mm512_castps_si512(mk), magnitude_bits));
-    v_largest = _mm512_max_epu32(v_largest, _mm512_and_si512(_mm512_castps_si512(vk), magnitude_bits));
+    m_largest = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(mk), magnitude_bits)), m_largest);
+    v_largest = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(vk), magnitude_bits)), v_largest);
   }
-  // The largest magnitudes, exact: non-negative finite floats order as their bits do.
-  const uint32_t m_bits = _mm512_reduce_max_epu32(m_largest), v_bits = _mm512_reduce_max_epu32(v_largest);
-  float m_new_scale, v_new_scale;
-  std::memcpy(&m_new_scale, &m_bits, 4);
-  std::memcpy(&v_new_scale, &v_bits, 4);
+  const float m_new_scale = _mm512_reduce_max_ps(m_largest), v_new_scale = _mm512_reduce_max_ps(v_largest);
   const uint64_t element = out.first_element + uint64_t(begin), stream = 2 * uint64_t(p.step);
   out.m_scales[block] = quantize(m, count, m_new_scale, first, DynamicMap::signed_map(), out.m_codes + begin,
                                  out.seed, stream, element);

@@ -57,7 +57,9 @@ const Tables* device_tables() {
 // DynamicMap::nearest and round_stochastically, on a map's tables in shared memory (the count of values at or
 // below x read off the map's structure: count_at_or_below).
 __device__ uint8_t nearest_code(const MapTables& t, float x, bool is_signed) {
-  // The nearer of the first value above x and the one below; a tie goes to the lower, as on the host.
+  // The nearer of the first value above x and the one below; a tie goes to the lower, as on the host. (At x = 0,
+  // a block of zeros, the signed map's -0 (code 128) where the host's search of midpoints gives +0 (code 0): the
+  // same value.)
   const int lo = count_at_or_below(t.sorted, x, is_signed);
   if (lo == 0) return t.codes[0];
   if (lo == 256) return t.codes[255];
