@@ -93,7 +93,7 @@ std::string format_summary(const std::vector<StepStats>& steps, int64_t warmup, 
                                   step_ms, tokens / seconds) +
                     rate_part(tokens / seconds, model) + "\n";
   out += "time per step: " + share("forward", forward) + ", " + share("backward", backward) + ", " +
-         share(aside > 0 ? "gradient norm" : "optimizer on the GPU (with the gradient norm)", optimizer) + ", " +
+         share(aside > 0 ? "gradient norm" : "optimizer on the device (with the gradient norm)", optimizer) + ", " +
          share("other (host, copies, waits)", step_ms * count - forward - backward - optimizer) + "\n";
   if (aside > 0) {
     out += printf_string(
