@@ -1,5 +1,8 @@
 // The 8-bit block update with AVX2, eight lanes: the AVX-512 file's steps (see cpu_optimizer_8bit.h) with
-// comparisons as lane masks and blends where AVX-512 has mask registers.
+// comparisons as lane masks and blends where AVX-512 has mask registers. The two mirror each other rather than
+// share a template: each function carries its instruction set as a target attribute, which a template cannot
+// vary by instantiation, and compiling a whole file for AVX-512 would let its copies of shared inline functions
+// reach CPUs without it (the fp32 levels in cpu_optimizer.cc mirror each other for the same reason).
 #include <immintrin.h>
 
 
