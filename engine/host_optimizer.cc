@@ -342,11 +342,7 @@ CpuOptimizerShard HostOptimizer::shard_of(size_t u, float* master, void* moments
   shard.params_out = weights;
   shard.n = n;
   shard.model = store_.dtype();
-  if (format_.quantized) {
-    shard.quantized = parts.quantized;
-    shard.quantized->seed = store_.seed();
-    shard.quantized->first_element = unit_element(u, store_.optimizer_begin(u));
-  }
+  if (format_.quantized) shard.quantized = store_.quantized_moments_at(u, moments);
   return shard;
 }
 

@@ -131,8 +131,13 @@ Tensor ParameterStore::second_moment(size_t u) const {
 }
 
 QuantizedMoments ParameterStore::quantized_moments(size_t u) const {
+  ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
+  return quantized_moments_at(u, units_[u].moments.data());
+}
+
+QuantizedMoments ParameterStore::quantized_moments_at(size_t u, void* moments) const {
   ZB_CHECK(state_.quantized, "unit ", layout_.unit(u).name, "'s moments are not 8-bit");
-  QuantizedMoments q = moment_pointers_of(u).quantized;
+  QuantizedMoments q = moment_pointers(moments, optimizer_grad(u).numel(), state_).quantized;
   q.seed = seed_;
   q.first_element = unit_element(u, optimizer_begin(u));
   return q;

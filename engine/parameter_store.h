@@ -129,9 +129,10 @@ class ParameterStore {
   // 8-bit moments: the codes and scales of unit u's optimizer range, with stochastic rounding's seed (the
   // run's, from initialize) and the range's first element (unit_element).
   QuantizedMoments quantized_moments(size_t u) const;
+  // The same for a copy of that range's moments at `moments` (the host optimizer's, laid out as state_format()
+  // says): where they are, and how their elements are numbered.
+  QuantizedMoments quantized_moments_at(size_t u, void* moments) const;
   const OptimizerStateFormat& state_format() const { return state_; }
-  // The seed initialize drew the weights with; 8-bit moments' stochastic rounding draws with it too.
-  uint64_t seed() const { return seed_; }
 
   // Whole-unit views for binding a model (stages 0-2: every unit is whole).
   std::vector<Tensor> all_params() const;
