@@ -10,8 +10,16 @@ import argparse, json, math, os, time
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-def run_block(model, block, *args):  # each block's activations recomputed in backward when model.ckpt is set
-    return checkpoint(block, *args, use_reentrant=False) if model.ckpt else block(*args)
+class Checkpointed(nn.Module):
+    """A block whose activations are recomputed in backward. FSDP2 shards this wrapper, so that its hooks (the
+    gather, the cast of the inputs to bf16) run outside the recomputed region, as torchtitan applies them: FSDP2
+    skips its input cast during the recompute, so a block sharded inside the checkpoint would recompute from fp32
+    inputs what its forward saw in bf16, and torch.utils.checkpoint refuses the mismatch."""
+    def __init__(s, block):
+        super().__init__()
+        s.block = block
+    def forward(s, *args):
+        return checkpoint(s.block, *args, use_reentrant=False)
 
 CONFIGS = {  # layers, heads, width
     "gpt2": (12, 12, 768), "gpt2-medium": (24, 16, 1024),
@@ -68,7 +76,7 @@ class Llama(nn.Module):
         x = s.emb(idx)
         T = idx.shape[1]
         for b in s.blocks:
-            x = run_block(s, b, x, s.cos[:T], s.sin[:T])
+            x = b(x, s.cos[:T], s.sin[:T])
         logits = s.head(s.norm(x))
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
 
@@ -101,7 +109,7 @@ class GPT(nn.Module):
     def forward(s, idx, tgt):
         x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in s.blocks:
-            x = run_block(s, b, x)
+            x = b(x)
         logits = s.head(s.lnf(x))
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
 
@@ -126,7 +134,8 @@ def main():
     else:
         (L, H, D), V = CONFIGS[a.model], 50257
         model = GPT(L, H, D).cuda()
-    model.ckpt = bool(a.checkpoint)
+    if a.checkpoint:
+        model.blocks = nn.ModuleList(Checkpointed(b) for b in model.blocks)
     nparams = sum(p.numel() for p in model.parameters())
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
