@@ -71,14 +71,16 @@ void MeasuredMemory::add_peaks(const TrackingAllocator& device_allocator) {
 
 PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world) {
   const double psi = double(parameters), n = double(world);
+  // Under LoRA only the adapters have gradients and optimizer state.
+  const double trained = double(ParameterLayout(options.model).trainable_numel());
   const double weight_bytes = double(dtype_size(options.dtype));
   const double master = ParameterStore::has_separate_master(options.dtype) ? 4 : 0;
   const double moments = OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
   const int stage = options.zero.stage;
   PredictedMemory p;
   p.parameters = weight_bytes * psi / (stage == 3 ? n : 1);
-  p.gradients = weight_bytes * psi / (stage >= 2 ? n : 1);
-  p.optimizer_state = (master + moments) * psi / (stage >= 1 ? n : 1);
+  p.gradients = weight_bytes * trained / (stage >= 2 ? n : 1);
+  p.optimizer_state = (master + moments) * trained / (stage >= 1 ? n : 1);
   p.optimizer_state *= 1.0 - offloaded_share(options, world);          // on the host or in files
   if (options.offload == OffloadStrategy::cpu_full) p.parameters = 0;  // only the units in use come up
   return p;
@@ -100,6 +102,8 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.dtype = std::string(dtype_name(options.dtype));
   r.activation_checkpointing = std::string(activation_checkpointing_name(options.activation_checkpointing));
   r.optimizer = optimizer_name(options.optimizer);
+  r.lora = lora_description(options.model.lora);
+  r.trainable_parameters = ParameterLayout(options.model).trainable_numel();
   return r;
 }
 

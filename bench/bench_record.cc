@@ -46,6 +46,8 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["dtype"] = r.dtype;
   j["activation_checkpointing"] = r.activation_checkpointing;
   j["optimizer"] = r.optimizer;
+  j["lora"] = r.lora;
+  j["trainable_parameters"] = r.trainable_parameters;
   j["repeat"] = r.repeat;
   number("avg_step_time_ms", r.avg_step_time_ms);
   number("p50_step_ms", r.p50_step_ms);

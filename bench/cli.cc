@@ -69,6 +69,24 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
   add_aio_flags(flags, v.aio);
   add_zero_flags(flags, v.zero);
   add_loss_scaling_flags(flags, v);
+  add_lora_flags(flags, v);
+}
+
+void add_lora_flags(po::options_description& flags, TrainingFlags& v) {
+  // clang-format off
+  flags.add_options()
+    ("lora-rank", po::value(&v.lora_rank)->default_value(v.lora_rank),
+     "LoRA: train rank-R adapters beside the frozen model (0: off, every weight trained); the base weights get "
+     "no gradient and no optimizer state, ZeRO partitions the adapters' gradients and state (stage 3 the frozen "
+     "weights too)")
+    ("lora-alpha", po::value<double>()->notifier([&v](double x) { v.lora_alpha = x; }),
+     "LoRA: the adapters' scale is alpha / rank (default: alpha = 2 x rank)")
+    ("lora-dropout", po::value(&v.lora_dropout)->default_value(v.lora_dropout),
+     "LoRA: dropout on the adapters' input; only 0 is implemented")
+    ("lora-targets", po::value(&v.lora_targets)->default_value(v.lora_targets),
+     "LoRA: attention (the fused query/key/value projection, with one A shared by q, k and v, and the output "
+     "projection), mlp (the MLP's input and output projections) or all");
+  // clang-format on
 }
 
 void add_loss_scaling_flags(po::options_description& flags, TrainingFlags& v) {
@@ -169,6 +187,31 @@ float require_real(double value, const char* flag, double lo, double hi, bool ze
   return narrow;
 }
 
+LoraConfig lora_of(const TrainingFlags& f, const TransformerConfig& model) {
+  const int64_t widest = std::min(model.d_model, model.d_ff);
+  if (f.lora_rank < 0 || f.lora_rank > widest) {
+    throw UsageError(cat("--lora-rank: must be an integer in [0, ", widest, "] for ", model.name, " (0: off), got ",
+                         f.lora_rank));
+  }
+  if (f.lora_rank == 0) {
+    if (f.lora_alpha) throw UsageError("--lora-alpha: needs --lora-rank above 0");
+    return {};
+  }
+  if (f.lora_dropout != 0.0) {
+    throw UsageError(cat("--lora-dropout: only 0 is implemented (no dropout on the adapters' input), got ",
+                         f.lora_dropout));
+  }
+  LoraConfig lora;
+  lora.rank = f.lora_rank;
+  lora.alpha = f.lora_alpha ? require_real(*f.lora_alpha, "lora-alpha", 0.0, 1e6, false) : 2.0 * double(f.lora_rank);
+  try {
+    lora.targets = parse_lora_targets(f.lora_targets);
+  } catch (const Error& e) {
+    throw UsageError(cat("--lora-targets: ", e.what()));
+  }
+  return lora;
+}
+
 Device resolve_device(const std::string& requested) {
   const int gpus = cuda_device_count();
   if (requested.empty()) return gpus > 0 ? Device::cuda(0) : Device::cpu();
@@ -241,6 +284,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (f.seq_length && *f.seq_length <= 0) {
     throw UsageError(cat("--seq-length: must be a positive integer, got ", *f.seq_length));
   }
+  o.model.lora = lora_of(f, o.model);
   o.batch = f.batch_size;
   o.seq = f.seq_length.value_or(std::min<int64_t>(512, o.model.max_seq_len));
   if (o.seq > o.model.max_seq_len) {

@@ -40,6 +40,11 @@ struct TrainingFlags {
   AioConfig aio;
   bool speculative_update = true;
   std::string activation_checkpointing = "none";
+  // LoRA (models/lora.h): rank 0 is off; alpha absent: twice the rank.
+  int64_t lora_rank = 0;
+  std::optional<double> lora_alpha;
+  double lora_dropout = 0.0;
+  std::string lora_targets = "attention";
   // fp16's loss scaling under DeepSpeed's names (fp16.loss_scale, ...); absent: DeepSpeed's defaults.
   std::optional<double> loss_scale, min_loss_scale;
   std::optional<int> initial_scale_power, hysteresis;
@@ -81,6 +86,8 @@ void add_training_flags(boost::program_options::options_description& flags, Trai
 void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values, bool stage_flag = true);
 // DeepSpeed's aio settings under its names; part of add_training_flags.
 void add_aio_flags(boost::program_options::options_description& flags, AioConfig& values);
+// --lora-rank, --lora-alpha, --lora-dropout and --lora-targets; part of add_training_flags.
+void add_lora_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 // fp16's loss scaling under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
 void add_loss_scaling_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 

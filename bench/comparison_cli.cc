@@ -92,6 +92,7 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
   // clang-format on
   add_aio_flags(options, t.aio);
   add_zero_flags(options, t.zero, /*stage_flag=*/false);
+  add_lora_flags(options, t);
   add_loss_scaling_flags(options, t);
 }
 
@@ -378,7 +379,9 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   plan.max_regression = f.max_regression;
   plan.title = cat(program, ": ", run.options.model.name, ", batch ", run.options.batch, " x seq ", run.options.seq,
                    run.options.grad_accum > 1 ? cat(" x accum ", run.options.grad_accum) : std::string(),
-                   run.device.is_cuda() ? " per GPU" : " per rank");
+                   run.device.is_cuda() ? " per GPU" : " per rank",
+                   run.options.model.lora.enabled() ? cat("; LoRA ", lora_description(run.options.model.lora))
+                                                    : std::string());
   return plan;
 }
 

@@ -140,6 +140,10 @@ std::string deepspeed_caveat(const TrainingOptions& o) {
         "a DeepSpeed config cannot ask for selective recomputation: its activation_checkpointing section, "
         "which the model's code uses, checkpoints whole blocks (more recompute, less memory)");
   }
+  if (o.model.lora.enabled()) {
+    caveats.push_back(cat("LoRA is not a DeepSpeed setting: the model's code adds the adapters (",
+                          lora_description(o.model.lora), ") and freezes the rest, as PEFT's LoraConfig does"));
+  }
   return join(caveats, "; ");
 }
 

@@ -23,7 +23,8 @@ std::string key_of(const Json& j) {
   return configuration_key(j.value("model", ""), j.value("stage", -1), j.value("strategy", ""),
                            j.value("world_size", 0), j.value("batch_size", int64_t(0)),
                            j.value("seq_length", int64_t(0)), j.value("grad_accum", int64_t(0)), j.value("dtype", ""),
-                           j.value("activation_checkpointing", "none"), j.value("optimizer", "adamw"));
+                           j.value("activation_checkpointing", "none"), j.value("optimizer", "adamw"),
+                           j.value("lora", "none"));
 }
 
 std::optional<double> number(const Json& j, const char* key) {
@@ -41,17 +42,18 @@ std::string fixed(double value) {
 
 std::string configuration_key(const std::string& model, int stage, const std::string& strategy, int world,
                               int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype,
-                              const std::string& checkpointing, const std::string& optimizer) {
+                              const std::string& checkpointing, const std::string& optimizer,
+                              const std::string& lora) {
   return cat(model, " stage ", stage, " ", strategy, " world ", world, " batch ", batch, " seq ", seq, " accum ",
              grad_accum, " ", dtype, checkpointing == "none" ? "" : " ckpt " + checkpointing,
-             optimizer == "adamw" ? "" : " " + optimizer);
+             optimizer == "adamw" ? "" : " " + optimizer, lora == "none" ? "" : " LoRA " + lora);
 }
 
 std::string configuration_key(const TrainingOptions& o, int world) {
   return configuration_key(o.model.name, o.zero.stage, offload_spec_name(o.offload, o.offload_ratio), world, o.batch,
                            o.seq, o.grad_accum, std::string(dtype_name(o.dtype)),
                            std::string(activation_checkpointing_name(o.activation_checkpointing)),
-                           optimizer_name(o.optimizer));
+                           optimizer_name(o.optimizer), lora_description(o.model.lora));
 }
 
 Baseline::Baseline(const std::string& path) : path_(path) {

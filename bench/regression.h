@@ -20,7 +20,8 @@ namespace zb {
 // those fields, from before they existed, ran none and adamw).
 std::string configuration_key(const std::string& model, int stage, const std::string& strategy, int world,
                               int64_t batch, int64_t seq, int64_t grad_accum, const std::string& dtype,
-                              const std::string& checkpointing = "none", const std::string& optimizer = "adamw");
+                              const std::string& checkpointing = "none", const std::string& optimizer = "adamw",
+                              const std::string& lora = "none");
 std::string configuration_key(const TrainingOptions& options, int world);
 
 // A baseline file, read and checked: a non-empty JSON array of records, each holding the fields that identify

@@ -17,12 +17,15 @@ int64_t ParameterStore::padded_numel(int64_t numel, const ShardGeometry& geometr
 std::vector<bool> ParameterStore::host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry) {
   const size_t count = layout.units().size();
   std::vector<bool> on_host(count, geometry.optimizer_on_host);
+  for (size_t u = 0; u < count; ++u) on_host[u] = on_host[u] && layout.unit(u).trainable;
   if (!geometry.optimizer_on_host || geometry.offload_ratio >= 1) return on_host;
   double total = 0;
-  for (const ParameterUnit& unit : layout.units()) total += double(padded_numel(unit.numel, geometry));
+  for (const ParameterUnit& unit : layout.units())
+    if (unit.trainable) total += double(padded_numel(unit.numel, geometry));
   const double device_share = (1.0 - geometry.offload_ratio) * total;
   double kept = 0;
   for (size_t u = 0; u < count; ++u) {  // in forward order
+    if (!layout.unit(u).trainable) continue;
     const double n = double(padded_numel(layout.unit(u).numel, geometry));
     if (kept + n > device_share) continue;  // (a large embedding need not leave the blocks on the host)
     kept += n;
@@ -35,6 +38,7 @@ double ParameterStore::host_optimizer_share(const ParameterLayout& layout, const
   const std::vector<bool> on_host = host_optimizer_units(layout, geometry);
   double host = 0, total = 0;
   for (size_t u = 0; u < on_host.size(); ++u) {
+    if (!layout.unit(u).trainable) continue;
     const double n = double(padded_numel(layout.unit(u).numel, geometry));
     total += n;
     if (on_host[u]) host += n;
@@ -71,6 +75,10 @@ ParameterStore::ParameterStore(const ParameterLayout& layout, TrackingAllocator&
     const int64_t range = optimizer_numel(unit.padded, geometry);
     unit.params =
         params_allocator.allocate(Shape{unit.whole_params ? unit.padded : shard}, dtype, MemoryPool::parameters);
+    if (!pu.trainable) {  // weights only
+      units_.push_back(std::move(unit));
+      continue;
+    }
     unit.grads = allocator.allocate(Shape{geometry.stage < 2 ? unit.padded : shard}, dtype, MemoryPool::gradients);
     if (!unit.optimizer_on_host) {
       if (has_separate_master(dtype))
@@ -88,6 +96,7 @@ Tensor ParameterStore::params(size_t u) const {
 
 Tensor ParameterStore::grads(size_t u) const {
   ZB_CHECK(whole_grads(), "stage ", geometry_.stage, " holds gradient shards only");
+  if (!trainable(u)) return {};
   return units_[u].grads.view(Shape{units_[u].padded}, dtype_);
 }
 
@@ -98,12 +107,14 @@ Tensor ParameterStore::param_shard(size_t u) const {
 }
 
 Tensor ParameterStore::grad_shard(size_t u) const {
+  if (!trainable(u)) return {};
   const int64_t n = shard_numel(u);
   if (whole_grads()) return grads(u).flat_slice(shard_begin(u), shard_begin(u) + n);
   return units_[u].grads.view(Shape{n}, dtype_);
 }
 
 Tensor ParameterStore::master(size_t u) const {
+  ZB_CHECK(trainable(u), "unit ", layout_.unit(u).name, " is frozen: it has no optimizer state");
   ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
   return units_[u].master.bytes() ? state_view(units_[u].master, u) : optimizer_params(u);
 }
@@ -113,6 +124,7 @@ Tensor ParameterStore::model_copy(size_t u) const {
 }
 
 MomentPointers ParameterStore::moment_pointers_of(size_t u) const {
+  ZB_CHECK(trainable(u), "unit ", layout_.unit(u).name, " is frozen: it has no optimizer state");
   ZB_CHECK(!units_[u].optimizer_on_host, "unit ", layout_.unit(u).name, "'s optimizer state lives on the host");
   return moment_pointers(units_[u].moments.data(), optimizer_params(u).numel(), state_, master_dtype(dtype_));
 }
@@ -223,7 +235,7 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
       const int64_t offset = (sharded_optimizer() ? shard_begin(u) : 0) - begin;
       backend.copy(staged.flat_slice(offset, offset + master_weights.numel()), master_weights);
     }
-    if (!units_[u].optimizer_on_host) {  // moments of zero: fp32 zeros, or codes and scales of zero
+    if (trainable(u) && !units_[u].optimizer_on_host) {  // moments of zero: fp32 zeros, or codes and scales of zero
       const Buffer& moments = units_[u].moments;
       Tensor all(moments.data(), Shape{int64_t(moments.bytes() / sizeof(float))}, DType::f32, moments.device());
       backend.fill_zero(all);
@@ -235,6 +247,7 @@ void ParameterStore::initialize(Backend& backend, uint64_t seed) {
 
 void ParameterStore::zero_gradients(Backend& backend) {
   for (size_t u = 0; u < units_.size(); ++u) {
+    if (!trainable(u)) continue;
     Tensor g = whole_grads() ? grads(u) : grad_shard(u);
     backend.fill_zero(g);
   }

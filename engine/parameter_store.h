@@ -14,7 +14,8 @@
 // Whole gradients that stages 2-3 need during a unit's backward, and the gathered weights of stage 3, are
 // the ZeroSchedule's transient buffers, not the store's. With params_on_host (the cpu_full strategy) the
 // weights are in host memory, only the range this rank's optimizer updates (whole in stage 0, else the
-// shard), and every unit reaches the device as stage 3's gathered units do.
+// shard), and every unit reaches the device as stage 3's gathered units do. A frozen unit (ParameterUnit::trainable
+// false: the base model under LoRA) has weights only, held as the stage says; no gradient, master or moments.
 #pragma once
 
 #include <vector>
@@ -66,7 +67,7 @@ class ParameterStore {
   // A unit's padded length for geometry.world ranks.
   static int64_t padded_numel(int64_t numel, const ShardGeometry& geometry);
   // Which units' optimizer state (fp32 master and moments) lives on the host: none without
-  // optimizer_on_host, all with offload_ratio 1. Below 1, the model's first units keep theirs on the device:
+  // optimizer_on_host (nor any frozen unit, which has none), every trainable unit with offload_ratio 1. Below 1, the model's first units keep theirs on the device:
   // in forward order (the embedding, the first blocks, ...) every unit that still fits within 1 - offload_ratio
   // of the optimizer's elements (whole units: the share kept may be less, host_optimizer_share says how much).
   // The device updates them right after backward, the host the rest. Why the first:
@@ -76,7 +77,7 @@ class ParameterStore {
   // backward runs while it catches up. (Kept at the end instead, the CPU idles through those units' forward
   // and backward, and the step was slower than with every unit on the host.) The same units on every rank.
   static std::vector<bool> host_optimizer_units(const ParameterLayout& layout, const ShardGeometry& geometry);
-  // The share of the optimizer's elements on the host (0 without offload).
+  // The share of the optimizer's elements on the host (0 without offload; of the trainable units' elements).
   static double host_optimizer_share(const ParameterLayout& layout, const ShardGeometry& geometry);
   // The length of the range a rank's optimizer updates in a unit of `padded` elements: all of it in stage
   // 0, the rank's shard otherwise.
@@ -97,6 +98,8 @@ class ParameterStore {
   int64_t shard_numel(size_t u) const { return units_[u].padded / geometry_.world; }
   int64_t shard_begin(size_t u) const { return geometry_.rank * shard_numel(u); }
 
+  // Whether unit u is trained: it has gradients and optimizer state (see ParameterUnit::trainable).
+  bool trainable(size_t u) const { return layout_.unit(u).trainable; }
   // Whether the whole weights (gradients) of unit u are held here, and the optimizer state only a shard.
   bool whole_params(size_t u) const { return units_[u].whole_params; }
   // Whether unit u's weights stay on the device, whole, for the model to read in place (no gathering).
@@ -107,7 +110,8 @@ class ParameterStore {
   // Whether unit u's optimizer state is the host optimizer's (see host_optimizer_units).
   bool optimizer_on_host(size_t u) const { return units_[u].optimizer_on_host; }
 
-  // Flat 1-D views, all padded. params/grads: the whole unit (only where held whole).
+  // Flat 1-D views, all padded. params/grads: the whole unit (only where held whole). The gradient views of a
+  // frozen unit are empty.
   Tensor params(size_t u) const;
   Tensor grads(size_t u) const;
   // The rank's shard of the weights and of the gradient (slices of the whole buffers where those are held).

@@ -232,7 +232,7 @@ StepStats Trainer::step() {
     schedule_.start_host_update(params);  // runs on; the next forward takes each unit as it is done
     // Units whose state stayed on the device (an offload ratio below 1) update there meanwhile.
     for (size_t u = 0; u < store_.unit_count(); ++u)
-      if (!store_.optimizer_on_host(u) && !params.skip) update_on_device(u, params);
+      if (store_.trainable(u) && !store_.optimizer_on_host(u) && !params.skip) update_on_device(u, params);
   } else {
     // Clipped by a factor the device computes (the update skips itself when it is not finite); the loss and
     // the norm come to the host with the end of the step.

@@ -21,12 +21,19 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   const size_t units = store.unit_count();
   const int64_t layers = layout.config().n_layer;
   // The order in which passes use units (see unit_access.h), for prefetching.
+  // (A block's adapters, under LoRA, are used together with it: their unit follows the block's in both.)
   forward_order_.push_back(layout.embedding_unit());
-  for (int64_t l = 0; l < layers; ++l) forward_order_.push_back(layout.block_unit(l));
+  for (int64_t l = 0; l < layers; ++l) {
+    forward_order_.push_back(layout.block_unit(l));
+    if (layout.has_adapters()) forward_order_.push_back(layout.adapter_unit(l));
+  }
   forward_order_.push_back(layout.final_unit());
   backward_order_.push_back(layout.final_unit());
   if (layout.config().tied_embeddings) backward_order_.push_back(layout.embedding_unit());
-  for (int64_t l = layers - 1; l >= 0; --l) backward_order_.push_back(layout.block_unit(l));
+  for (int64_t l = layers - 1; l >= 0; --l) {
+    backward_order_.push_back(layout.block_unit(l));
+    if (layout.has_adapters()) backward_order_.push_back(layout.adapter_unit(l));
+  }
   // (Untied embeddings are not read in backward: nothing to prefetch for them.)
 
   held_params_.assign(units, nullptr);
@@ -35,7 +42,8 @@ ZeroSchedule::ZeroSchedule(ParameterStore& store, Transformer& model, Backend& b
   gather_pending_.assign(units, false);
   updated_aside_.resize(units);
   staging_.resize(units);
-  // Whatever is held whole is bound once; the rest is bound as it is gathered.
+  // Whatever is held whole is bound once; the rest is bound as it is gathered. (A frozen unit's gradient views
+  // are empty: its backward computes none.)
   for (size_t u = 0; u < units; ++u) {
     if (store.resident_params(u)) model.bind_unit_parameters(u, store.params(u));
     if (store.whole_grads()) model.bind_unit_gradients(u, store.grads(u));
@@ -130,11 +138,13 @@ void ZeroSchedule::complete_updates() {
 EventSpan ZeroSchedule::update_on_device(const std::function<void(size_t unit)>& update) {
   issue_every_pending_gather();  // (a unit no pass read since the last update: its gather reads the shard first)
   if (!can_update_aside() || !backend_.begin_aside()) {
-    for (size_t unit : forward_order_) update(unit);
+    for (size_t unit : forward_order_)
+      if (store_.trainable(unit)) update(unit);
     return {};
   }
   auto first = backend_.record_event();
   for (size_t unit : forward_order_) {
+    if (!store_.trainable(unit)) continue;
     update(unit);
     updated_aside_[unit] = backend_.record_event();
   }
@@ -231,6 +241,7 @@ void ZeroSchedule::release_params(size_t unit) {
 GradWrite ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
   wait_update_aside(unit);  // (the forward waited already, unless it never read the unit) its gradient is next
   if (reads_weights) acquire_params(unit, backward_order_);
+  if (!store_.trainable(unit)) return GradWrite::overwrite;  // (no gradient: nothing is written)
   // Whole gradients: the first micro-batch writes them (their gaps and padding were zeroed when the store
   // was made, and nothing writes there), later ones add to them.
   if (store_.whole_grads()) return micro_ == 0 ? GradWrite::overwrite : GradWrite::add;
@@ -255,6 +266,7 @@ GradWrite ZeroSchedule::backward_needs(size_t unit, bool reads_weights) {
 
 void ZeroSchedule::backward_done(size_t unit) {
   release_params(unit);
+  if (!store_.trainable(unit)) return;
   const bool last_micro = micro_ + 1 == micro_count_;
   if (store_.whole_grads()) {
     if (!last_micro) return;  // stages 0-1 reduce once per step
@@ -362,7 +374,8 @@ void ZeroSchedule::finish_gradients() {
 
 std::vector<Tensor> ZeroSchedule::optimizer_gradients() const {
   std::vector<Tensor> grads;
-  for (size_t u = 0; u < store_.unit_count(); ++u) grads.push_back(store_.optimizer_grad(u));
+  for (size_t u = 0; u < store_.unit_count(); ++u)
+    if (store_.trainable(u)) grads.push_back(store_.optimizer_grad(u));
   return grads;
 }
 
@@ -395,7 +408,8 @@ void ZeroSchedule::publish_parameters() {
   if (store_.sharded_optimizer()) {
     std::vector<size_t> whole_units;
     for (size_t unit = 0; unit < store_.unit_count(); ++unit)
-      if (store_.whole_params(unit) && !(offload_ && store_.optimizer_on_host(unit))) whole_units.push_back(unit);
+      if (store_.trainable(unit) && store_.whole_params(unit) && !(offload_ && store_.optimizer_on_host(unit)))
+        whole_units.push_back(unit);
     // Updates queued aside (pipelined): each unit's gather waits until a pass needs the unit (acquire_params),
     // so that no gather waits for an update the forward does not need yet.
     const bool aside = std::any_of(whole_units.begin(), whole_units.end(),

@@ -12,6 +12,7 @@
 //   all-gathered in buckets of allgather_bucket_size; their next forward waits for exactly that gather. With
 //   pipelined_updates the updates run aside instead (see update_on_device) and each unit's gather is issued
 //   when the forward reaches it or prefetches it, after the main sequence waits for that unit's update.
+// - Frozen units (LoRA's base model): gathered as their stage says, never reduced, updated or re-gathered.
 // - Offload (a HostOptimizer attached): the traffic with the host is an OffloadPipeline's (gradients down as
 //   backward finishes them, each unit's new weights up when the next forward first needs the unit, so that
 //   forward runs behind the CPU optimizer unit by unit); the schedule tells it when, and queues the weights'

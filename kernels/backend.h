@@ -140,7 +140,8 @@ class Backend {
     matmul_forward(inp, weight, bias, pre);
     gelu_forward(pre, out);
   }
-  // Writes dinp [N, K]; adds to (or overwrites) dweight [M, K] and, unless empty, dbias [M].
+  // Writes dinp [N, K]; adds to (or overwrites) dweight [M, K] and, unless empty, dbias [M]. An empty dweight
+  // (a frozen weight) is not computed: only the input's gradient.
   virtual void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp,
                                Tensor& dweight, Tensor& dbias, GradWrite write = GradWrite::add) = 0;
   // The backward of a linear layer whose input is gelu(pre), with the GELU's backward folded in: as
@@ -151,6 +152,12 @@ class Backend {
     matmul_backward(dout, inp, weight, dpre, dweight, dbias, write);
     gelu_backward(dpre, pre, dpre);
   }
+
+  // out [rows, cols] = alpha op(a) op(b), or += with accumulate; op(x) is x, or x^T where transpose_* says: a is
+  // [rows, inner] ([inner, rows] transposed), b [inner, cols] ([cols, inner] transposed). The small products of
+  // LoRA adapters, whose scale rides in alpha.
+  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha, bool accumulate,
+                    Tensor& out) = 0;
 
   // --- attention --------------------------------------------------------------------------------------------
   // Causal softmax attention, scale 1/sqrt(head_dim). qkv [N, qkv_width] (see AttentionShape), out [N, q_width],

@@ -60,6 +60,23 @@ MatmulDims matmul(const Tensor& inp, const Tensor& weight, const Tensor& bias, c
   return {in.n, in.c, w.n};
 }
 
+void weight_gradient(const Tensor& weight, const Tensor& dweight, Device device) {
+  if (!dweight.empty()) same_shape(weight, dweight, "matmul dweight", device);
+}
+
+GemmDims gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& out, Device device) {
+  ZB_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && out.shape.rank() == 2, "gemm operands ", a.describe(), ", ",
+           b.describe(), " and ", out.describe(), " must be matrices");
+  const int64_t rows = transpose_a ? a.shape[1] : a.shape[0], inner = transpose_a ? a.shape[0] : a.shape[1];
+  const int64_t b_inner = transpose_b ? b.shape[1] : b.shape[0], cols = transpose_b ? b.shape[0] : b.shape[1];
+  ZB_CHECK(inner == b_inner, "gemm inner sizes differ: ", a.describe(), transpose_a ? " (transposed)" : "", " and ",
+           b.describe(), transpose_b ? " (transposed)" : "");
+  expect(a, "gemm a", a.shape, a.dtype, device);
+  expect(b, "gemm b", b.shape, a.dtype, device);
+  expect(out, "gemm out", Shape{rows, cols}, a.dtype, device);
+  return {rows, inner, cols};
+}
+
 void attention(const Tensor& qkv, const AttentionShape& s, const Tensor& out, const Tensor& lse, Device device) {
   ZB_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads ", s.heads, " not a multiple of kv_heads ", s.kv_heads);
   expect(qkv, "qkv", Shape{s.tokens(), s.qkv_width()}, qkv.dtype, device);

@@ -24,6 +24,13 @@ struct MatmulDims {
   int64_t n, k, m;
 };
 MatmulDims matmul(const Tensor& inp, const Tensor& weight, const Tensor& bias, const Tensor& out, Device device);
+// A linear layer's weight gradient: of the weight's shape, or empty (a frozen weight: not computed).
+void weight_gradient(const Tensor& weight, const Tensor& dweight, Device device);
+// Returns rows, inner, cols of out[rows, cols] (+)= op(a) op(b) (Backend::gemm).
+struct GemmDims {
+  int64_t rows, inner, cols;
+};
+GemmDims gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& out, Device device);
 void attention(const Tensor& qkv, const AttentionShape& shape, const Tensor& out, const Tensor& lse, Device device);
 void rope(const Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape, Device device);
 int64_t same_shape(const Tensor& a, const Tensor& b, const char* what, Device device);  // returns numel

@@ -43,7 +43,11 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
 
   for (int64_t l = 0; l <= c.n_layer; ++l) residual.push_back(make(Shape{n, c.d_model}, dtype));
   const LayerActivations shared = layer(recomputed, {});
-  for (int64_t l = 0; l < c.n_layer; ++l) layers.push_back(layer(kept, shared));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    layers.push_back(layer(kept, shared));
+    for (AdaptedLinear linear : kAdaptedLinears)
+      if (has_adapter(c, linear)) layers.back().lora_inner[size_t(linear)] = make(Shape{n, c.lora.rank}, dtype);
+  }
   ln_f = norm_outputs();
   logits = make(Shape{n, c.padded_vocab()}, dtype);
   losses = make(Shape{n}, stats);
@@ -54,8 +58,14 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   d_attention = make(Shape{n, c.attention_width()}, dtype);
   d_qkv = make(Shape{n, c.qkv_width()}, dtype);
   d_fc = make(Shape{n, c.mlp_in_width()}, dtype);
-  // A GELU MLP's backward goes from d_residual straight to d_fc (Backend::matmul_gelu_backward).
-  if (c.mlp != MlpKind::gelu) d_activated = make(Shape{n, c.d_ff}, dtype);
+  // A GELU MLP's backward goes from d_residual straight to d_fc (Backend::matmul_gelu_backward), unless an
+  // adapter on the output projection adds to the activation's gradient first.
+  if (c.mlp != MlpKind::gelu || has_adapter(c, AdaptedLinear::mlp_proj)) d_activated = make(Shape{n, c.d_ff}, dtype);
+  if (c.lora.enabled()) {
+    d_lora_inner = make(Shape{n, c.lora.rank}, dtype);
+    frozen_norm_weight_grad = make(Shape{c.d_model}, dtype);
+    if (c.norm == NormKind::layernorm) frozen_norm_bias_grad = make(Shape{c.d_model}, dtype);
+  }
 }
 
 size_t Activations::planned_bytes(const TransformerConfig& config, DType dtype, int64_t batch, int64_t seq,

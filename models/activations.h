@@ -5,6 +5,7 @@
 // values at a time.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "core/tracking_allocator.h"
@@ -27,6 +28,9 @@ struct LayerActivations {
   NormOutputs ln2;
   Tensor fc;         // MLP input projection (both SwiGLU halves)
   Tensor activated;  // [N, d_ff]
+  // LoRA: s x A^T [N, rank] of each adapted linear layer (indexed by AdaptedLinear; empty where none), kept
+  // for the adapter's backward in every checkpointing mode (a recompute writes the same values again).
+  std::array<Tensor, kAdaptedLinears.size()> lora_inner;
 };
 
 class Activations {
@@ -47,6 +51,9 @@ class Activations {
 
   // Backward scratch.
   Tensor d_residual, d_norm, d_attention, d_qkv, d_fc, d_activated;
+  // LoRA: an adapter's inner gradient [N, rank]; and where the frozen norms' weight (and bias) gradients go,
+  // unread: the backends compute them in the same pass as the input's gradient.
+  Tensor d_lora_inner, frozen_norm_weight_grad, frozen_norm_bias_grad;
 
  private:
   Tensor make(Shape shape, DType dtype);

@@ -1,13 +1,14 @@
 #include "models/model_tensors.h"
 
 #include "core/check.h"
+#include "core/strings.h"
 
 namespace zb {
 
 namespace {
 
 Tensor view_of(const ParameterUnit& unit, const Tensor& buffer, const std::string& name) {
-  if (!unit.has(name)) return {};
+  if (buffer.empty() || !unit.has(name)) return {};
   const ParameterTensor& t = unit.tensor(name);
   return buffer.flat_slice(t.offset, t.offset + t.numel()).reshaped(t.shape);
 }
@@ -16,7 +17,7 @@ Tensor view_of(const ParameterUnit& unit, const Tensor& buffer, const std::strin
 
 void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer, ModelTensors& m) {
   const ParameterUnit& u = layout.unit(unit);
-  ZB_CHECK(buffer.numel() >= u.numel, "unit ", u.name, " buffer too small");
+  ZB_CHECK(buffer.empty() || buffer.numel() >= u.numel, "unit ", u.name, " buffer too small");
   const bool tied = layout.config().tied_embeddings;
   if (unit == layout.embedding_unit()) {
     m.wte = view_of(u, buffer, "wte");
@@ -26,14 +27,35 @@ void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer,
     m.ln_f_weight = view_of(u, buffer, "ln_f.weight");
     m.ln_f_bias = view_of(u, buffer, "ln_f.bias");
     if (!tied) m.lm_head = view_of(u, buffer, "lm_head");
+  } else if (layout.is_adapter_unit(unit)) {
+    BlockTensors& b = m.blocks.at(size_t(layout.layer_of(unit)));
+    auto pair = [&](const char* name) {
+      return LoraPair{view_of(u, buffer, cat(name, ".lora_a")), view_of(u, buffer, cat(name, ".lora_b"))};
+    };
+    b.qkv_lora = pair("attn.qkv");
+    b.attn_proj_lora = pair("attn.proj");
+    b.fc_lora = pair("mlp.fc");
+    b.mlp_proj_lora = pair("mlp.proj");
   } else {
     const Tensor& buf = buffer;
-    m.blocks.at(unit - layout.block_unit(0)) = {
-        view_of(u, buf, "ln1.weight"),      view_of(u, buf, "ln1.bias"),      view_of(u, buf, "attn.qkv.weight"),
-        view_of(u, buf, "attn.qkv.bias"),   view_of(u, buf, "attn.proj.weight"), view_of(u, buf, "attn.proj.bias"),
-        view_of(u, buf, "ln2.weight"),      view_of(u, buf, "ln2.bias"),      view_of(u, buf, "mlp.fc.weight"),
-        view_of(u, buf, "mlp.fc.bias"),     view_of(u, buf, "mlp.proj.weight"), view_of(u, buf, "mlp.proj.bias")};
+    BlockTensors& b = m.blocks.at(size_t(layout.layer_of(unit)));
+    b.ln1_weight = view_of(u, buf, "ln1.weight"), b.ln1_bias = view_of(u, buf, "ln1.bias");
+    b.qkv_weight = view_of(u, buf, "attn.qkv.weight"), b.qkv_bias = view_of(u, buf, "attn.qkv.bias");
+    b.attn_proj_weight = view_of(u, buf, "attn.proj.weight"), b.attn_proj_bias = view_of(u, buf, "attn.proj.bias");
+    b.ln2_weight = view_of(u, buf, "ln2.weight"), b.ln2_bias = view_of(u, buf, "ln2.bias");
+    b.fc_weight = view_of(u, buf, "mlp.fc.weight"), b.fc_bias = view_of(u, buf, "mlp.fc.bias");
+    b.mlp_proj_weight = view_of(u, buf, "mlp.proj.weight"), b.mlp_proj_bias = view_of(u, buf, "mlp.proj.bias");
   }
+}
+
+const LoraPair& BlockTensors::lora(AdaptedLinear linear) const {
+  switch (linear) {
+    case AdaptedLinear::qkv: return qkv_lora;
+    case AdaptedLinear::attn_proj: return attn_proj_lora;
+    case AdaptedLinear::fc: return fc_lora;
+    case AdaptedLinear::mlp_proj: return mlp_proj_lora;
+  }
+  return qkv_lora;
 }
 
 ModelTensors bind_model_tensors(const ParameterLayout& layout, const std::vector<Tensor>& unit_buffers) {

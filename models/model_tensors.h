@@ -2,14 +2,23 @@
 // buffers. The same binding serves parameters and gradients, since both share the ParameterLayout.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
+#include "models/lora.h"
 #include "models/parameter_layout.h"
 
 namespace zb {
 
-// Absent tensors (biases of bias-free models, the LayerNorm bias under RMSNorm) are empty views.
+// A linear layer's LoRA adapter (models/lora.h): a [rank, in] and b [out, rank]; empty where it has none.
+struct LoraPair {
+  Tensor a, b;
+  bool empty() const { return a.empty(); }
+};
+
+// Absent tensors (biases of bias-free models, the LayerNorm bias under RMSNorm, adapters not configured, the
+// gradients of frozen units) are empty views.
 struct BlockTensors {
   Tensor ln1_weight, ln1_bias;
   Tensor qkv_weight, qkv_bias;
@@ -17,6 +26,10 @@ struct BlockTensors {
   Tensor ln2_weight, ln2_bias;
   Tensor fc_weight, fc_bias;
   Tensor mlp_proj_weight, mlp_proj_bias;
+  // The adapters, bound from the block's adapter unit.
+  LoraPair qkv_lora, attn_proj_lora, fc_lora, mlp_proj_lora;
+  const LoraPair& lora(AdaptedLinear linear) const;
+  LoraPair& lora(AdaptedLinear linear) { return const_cast<LoraPair&>(std::as_const(*this).lora(linear)); }
 };
 
 struct ModelTensors {
@@ -28,7 +41,8 @@ struct ModelTensors {
 
 // unit_buffers[u] is unit u's flat buffer (1-D, any dtype, at least layout.unit(u).numel elements).
 ModelTensors bind_model_tensors(const ParameterLayout& layout, const std::vector<Tensor>& unit_buffers);
-// Points unit u's views of m (m.blocks already sized) into `buffer`; the tied lm head follows the embeddings.
+// Points unit u's views of m (m.blocks already sized) into `buffer` (empty views where it is empty: a frozen unit's
+// gradients); the tied lm head follows the embeddings.
 void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer, ModelTensors& m);
 
 }  // namespace zb

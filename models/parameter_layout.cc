@@ -45,6 +45,21 @@ void add_linear(UnitBuilder& unit, const TransformerConfig& c, const std::string
   if (c.bias) unit.zeros(prefix + ".bias", Shape{out});
 }
 
+// Block `layer`'s adapters: for each adapted linear layer "<name>.lora_a" [rank, in], drawn as PEFT's default
+// (Kaiming-uniform with a = sqrt(5), whose variance 1 / (3 in) a normal of that variance matches), and
+// "<name>.lora_b" [out, rank], zero.
+ParameterUnit lora_unit(const TransformerConfig& c, int64_t layer) {
+  UnitBuilder unit("block." + std::to_string(layer) + ".lora");
+  for (AdaptedLinear linear : kAdaptedLinears) {
+    if (!has_adapter(c, linear)) continue;
+    const std::string name(adapted_linear_name(linear));
+    const int64_t in = adapted_linear_in(c, linear), out = adapted_linear_out(c, linear);
+    unit.normal(name + ".lora_a", Shape{c.lora.rank, in}, 1.0 / std::sqrt(3.0 * double(in)));
+    unit.zeros(name + ".lora_b", Shape{out, c.lora.rank});
+  }
+  return unit.build();
+}
+
 }  // namespace
 
 const ParameterTensor& ParameterUnit::tensor(const std::string& tensor_name) const {
@@ -91,12 +106,28 @@ ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(conf
     add_linear(block, c, "mlp.fc", c.mlp_in_width(), c.d_model, kInitStd);
     add_linear(block, c, "mlp.proj", c.d_model, c.d_ff, residual_std);
     units_.push_back(block.build());
+    if (c.lora.enabled()) units_.push_back(lora_unit(c, layer));
   }
 
   UnitBuilder final_unit("final");
   add_norm(final_unit, c, "ln_f");
   if (!c.tied_embeddings) final_unit.normal("lm_head", Shape{vp, c.d_model}, kInitStd, c.vocab_size);
   units_.push_back(final_unit.build());
+  uint64_t base_units = 0;
+  for (const ParameterUnit& unit : units_) base_units += !unit.name.ends_with(".lora");
+  uint64_t next_base = 0, next_adapter = base_units;
+  for (ParameterUnit& unit : units_) {
+    const bool adapter = unit.name.ends_with(".lora");
+    unit.init_id = adapter ? next_adapter++ : next_base++;
+    if (c.lora.enabled()) unit.trainable = adapter;  // only the adapters are trained
+  }
+}
+
+int64_t ParameterLayout::trainable_numel() const {
+  int64_t total = 0;
+  for (const auto& u : units_)
+    if (u.trainable) total += u.numel;
+  return total;
 }
 
 int64_t ParameterLayout::total_numel() const {
@@ -116,7 +147,7 @@ std::vector<InitialFill> ParameterLayout::initial_fills(size_t unit_index, int64
     const int64_t first = std::max(begin, tensor.offset);
     const int64_t last = std::min(end, tensor.offset + tensor.initialised_rows * row);
     if (first >= last) continue;
-    fills.push_back({first, last - first, tensor.init, tensor.init_std, (static_cast<uint64_t>(unit_index) << 16) | t,
+    fills.push_back({first, last - first, tensor.init, tensor.init_std, (u.init_id << 16) | t,
                      first - tensor.offset});
   }
   return fills;

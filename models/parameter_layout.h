@@ -39,9 +39,15 @@ struct InitialFill {
 };
 
 struct ParameterUnit {
-  std::string name;  // "embeddings", "block.3", "final"
+  std::string name;  // "embeddings", "block.3", "block.3.lora", "final"
   std::vector<ParameterTensor> tensors;
   int64_t numel = 0;  // the flat buffer's length, alignment gaps included
+  // Whether the unit is trained. A frozen unit (the base model's, under LoRA) has no gradient and no optimizer
+  // state; its weights are only read.
+  bool trainable = true;
+  // Numbers the unit's random streams (InitialFill::stream): its index in the model without adapters, so that
+  // LoRA's base model is, at the same seed, the model trained without LoRA; adapter units follow all of those.
+  uint64_t init_id = 0;
 
   const ParameterTensor& tensor(const std::string& tensor_name) const;
   bool has(const std::string& tensor_name) const;
@@ -62,10 +68,22 @@ class ParameterLayout {
   const TransformerConfig& config() const { return config_; }
   const std::vector<ParameterUnit>& units() const { return units_; }
   const ParameterUnit& unit(size_t index) const { return units_.at(index); }
+  // The units in forward order: the embeddings, each block (followed by its adapters' unit under LoRA), the
+  // final norm and head.
   size_t embedding_unit() const { return 0; }
-  size_t block_unit(int64_t layer) const { return 1 + static_cast<size_t>(layer); }
+  size_t block_unit(int64_t layer) const { return 1 + static_cast<size_t>(layer) * (has_adapters() ? 2 : 1); }
+  // Under LoRA: the unit of block `layer`'s adapters, right after the block's own.
+  size_t adapter_unit(int64_t layer) const { return block_unit(layer) + 1; }
   size_t final_unit() const { return units_.size() - 1; }
+  bool has_adapters() const { return config_.lora.enabled(); }
+  // The block a block or adapter unit belongs to.
+  int64_t layer_of(size_t unit) const { return int64_t(unit - 1) / (has_adapters() ? 2 : 1); }
+  bool is_adapter_unit(size_t unit) const {
+    return has_adapters() && unit != embedding_unit() && unit != final_unit() && (unit - 1) % 2 == 1;
+  }
   int64_t total_numel() const;
+  // The elements of the trainable units (all of them without LoRA).
+  int64_t trainable_numel() const;
 
   // Writes elements [begin, end) of unit `unit_index`'s flat buffer as initialised under `seed` into out
   // (fp32, end - begin elements). Any range gives the values the whole buffer would hold there.

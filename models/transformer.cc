@@ -28,6 +28,7 @@ Transformer::Transformer(const ParameterLayout& layout, Backend& backend, Tracki
       batch_(batch),
       seq_(seq),
       checkpointing_(checkpointing),
+      lora_scale_(config_.lora.enabled() ? config_.lora.scale() : 0.0),
       attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim},
       acts_(config_, allocator, dtype, batch, seq, checkpointing) {
   ZB_CHECK(seq <= config_.max_seq_len, "sequence length ", seq, " exceeds the model's maximum ", config_.max_seq_len);
@@ -77,21 +78,25 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   // Each residual add is fused into the norm that reads its result: the attention branch's into the same
   // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
   // begins, in effect, with the last op of block l's loop iteration.
-  forward_needs(layout_.block_unit(0));
+  forward_needs_block(0);
   norm_forward(acts_.residual[0], params_.blocks[0].ln1_weight, params_.blocks[0].ln1_bias, acts_.layers[0].ln1);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     block_forward_to_activation(l);
-    b.matmul_forward(a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
+    linear_forward(l, AdaptedLinear::mlp_proj, a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
     const bool last = l + 1 == config_.n_layer;
-    forward_needs(last ? final : layout_.block_unit(l + 1));
+    if (last) {
+      forward_needs(final);
+    } else {
+      forward_needs_block(l + 1);
+    }
     // Bound after forward_needs: the next unit's views may just have been (re)bound.
     const Tensor& next_weight = last ? params_.ln_f_weight : params_.blocks[l + 1].ln1_weight;
     const Tensor& next_bias = last ? params_.ln_f_bias : params_.blocks[l + 1].ln1_bias;
     residual_norm_forward(a.mid, acts_.branch, acts_.residual[l + 1], next_weight, next_bias,
                           last ? acts_.ln_f : acts_.layers[l + 1].ln1);
-    forward_done(layout_.block_unit(l));
+    forward_done_block(l);
   }
   b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
   forward_done(final);
@@ -102,17 +107,17 @@ void Transformer::block_forward_to_activation(int64_t l) {
   Backend& b = backend_;
   LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
-  b.matmul_forward(a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
+  linear_forward(l, AdaptedLinear::qkv, a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
   if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
   attention_to_second_norm(l);
-  mlp_input_forward(w, a);
+  mlp_input_forward(l);
 }
 
 void Transformer::attention_to_second_norm(int64_t l) {
   LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
   backend_.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
-  backend_.matmul_forward(a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  linear_forward(l, AdaptedLinear::attn_proj, a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
   residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
 }
 
@@ -148,27 +153,32 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
     const GradWrite write = backward_needs(layout_.block_unit(l));
+    const GradWrite adapter_write = layout_.has_adapters() ? backward_needs(layout_.adapter_unit(l)) : write;
     recompute_block(l);
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
-    mlp_output_backward(w, a, g, write);
-    b.matmul_backward(acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias, write);
+    mlp_output_backward(l, write, adapter_write);
+    linear_backward(l, AdaptedLinear::fc, acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias,
+                    write, adapter_write);
     norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias, write);
 
-    b.matmul_backward(acts_.d_residual, a.attention, w.attn_proj_weight, acts_.d_attention, g.attn_proj_weight,
-                      g.attn_proj_bias, write);
+    linear_backward(l, AdaptedLinear::attn_proj, acts_.d_residual, a.attention, w.attn_proj_weight, acts_.d_attention,
+                    g.attn_proj_weight, g.attn_proj_bias, write, adapter_write);
     b.attention_backward(acts_.d_attention, a.qkv, a.attention, a.lse, attention_shape_, acts_.d_qkv);
     if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq_, attention_shape_);
-    b.matmul_backward(acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight, g.qkv_bias, write);
+    linear_backward(l, AdaptedLinear::qkv, acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight,
+                    g.qkv_bias, write, adapter_write);
     norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias,
                   write);
+    if (layout_.has_adapters()) backward_done(layout_.adapter_unit(l));
     backward_done(layout_.block_unit(l));
   }
-  // The lookup's backward needs only gradients; tied, the lm head has already written the table's.
+  // The lookup's backward needs only gradients; tied, the lm head has already written the table's. Frozen
+  // embeddings (LoRA) have no gradient to compute.
   const GradWrite lookup_write = tied ? GradWrite::add : backward_needs(embeddings, /*reads_weights=*/false);
-  b.embedding_backward(tokens, acts_.d_residual, grads_.wte, lookup_write);
-  if (config_.has_learned_positions()) {
+  if (!grads_.wte.empty()) b.embedding_backward(tokens, acts_.d_residual, grads_.wte, lookup_write);
+  if (config_.has_learned_positions() && !grads_.wpe.empty()) {
     b.embedding_backward(positions_, acts_.d_residual, grads_.wpe, tied ? embeddings_write : lookup_write);
   }
   backward_done(embeddings);
@@ -194,21 +204,74 @@ void Transformer::residual_norm_forward(const Tensor& a, const Tensor& branch, T
 
 void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved,
                                 Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write) {
+  // A frozen norm's weight gradient (no view bound) goes to a scratch nobody reads.
+  const bool frozen = dweight.empty();
+  Tensor& dw = frozen ? acts_.frozen_norm_weight_grad : dweight;
+  Tensor& db = frozen ? acts_.frozen_norm_bias_grad : dbias;
+  if (frozen) write = GradWrite::overwrite;
   if (config_.norm == NormKind::layernorm) {
-    backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dweight, dbias, write);
+    backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dw, db, write);
   } else {
-    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dweight, write);
+    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dw, write);
   }
 }
 
-void Transformer::mlp_input_forward(const BlockTensors& w, LayerActivations& a) {
+void Transformer::linear_forward(int64_t l, AdaptedLinear linear, const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, Tensor& out) {
+  backend_.matmul_forward(x, weight, bias, out);
+  add_adapter_forward(l, linear, x, out);
+}
+
+void Transformer::add_adapter_forward(int64_t l, AdaptedLinear linear, const Tensor& x, Tensor& out) {
+  const LoraPair& adapter = params_.blocks[l].lora(linear);
+  if (adapter.empty()) return;
+  Tensor& inner = acts_.layers[l].lora_inner[size_t(linear)];
+  backend_.gemm(x, false, adapter.a, true, lora_scale_, /*accumulate=*/false, inner);  // s x A^T
+  backend_.gemm(inner, false, adapter.b, true, 1.0f, /*accumulate=*/true, out);         // + (s x A^T) B^T
+}
+
+void Transformer::linear_backward(int64_t l, AdaptedLinear linear, const Tensor& dout, const Tensor& x,
+                                  const Tensor& weight, Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write,
+                                  GradWrite adapter_write) {
+  backend_.matmul_backward(dout, x, weight, dx, dweight, dbias, write);
+  adapter_backward(l, linear, dout, x, dx, adapter_write);
+}
+
+void Transformer::adapter_backward(int64_t l, AdaptedLinear linear, const Tensor& dout, const Tensor& x, Tensor& dx,
+                                   GradWrite write) {
+  const LoraPair& adapter = params_.blocks[l].lora(linear);
+  if (adapter.empty()) return;
+  LoraPair& grads = grads_.blocks[l].lora(linear);
+  const Tensor& inner = acts_.layers[l].lora_inner[size_t(linear)];
+  Tensor& d_inner = acts_.d_lora_inner;
+  const bool add = write == GradWrite::add;
+  backend_.gemm(dout, true, inner, false, 1.0f, add, grads.b);                // dB (+)= dout^T (s x A^T)
+  backend_.gemm(dout, false, adapter.b, false, 1.0f, false, d_inner);         // dout B
+  backend_.gemm(d_inner, true, x, false, lora_scale_, add, grads.a);          // dA (+)= s (dout B)^T x
+  backend_.gemm(d_inner, false, adapter.a, false, lora_scale_, true, dx);     // dx += s (dout B) A
+}
+
+void Transformer::forward_needs_block(int64_t l) {
+  forward_needs(layout_.block_unit(l));
+  if (layout_.has_adapters()) forward_needs(layout_.adapter_unit(l));
+}
+
+void Transformer::forward_done_block(int64_t l) {
+  if (layout_.has_adapters()) forward_done(layout_.adapter_unit(l));
+  forward_done(layout_.block_unit(l));
+}
+
+void Transformer::mlp_input_forward(int64_t l) {
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
   // GELU rides in the GEMM's epilogue where the backend has one, unless selective checkpointing recomputes the
-  // activation: an epilogue applies GELU to the product before rounding it, which GELU applied to the stored
-  // (rounded) input does not reproduce. The other activations follow the GEMM.
-  if (config_.mlp == MlpKind::gelu && checkpointing_ != ActivationCheckpointing::selective) {
+  // activation (an epilogue applies GELU to the product before rounding it, which GELU applied to the stored,
+  // rounded input does not reproduce) or an adapter adds to the product first. The other activations follow
+  // the GEMM.
+  if (config_.mlp == MlpKind::gelu && checkpointing_ != ActivationCheckpointing::selective && w.fc_lora.empty()) {
     return backend_.matmul_gelu_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc, a.activated);
   }
-  backend_.matmul_forward(a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
+  linear_forward(l, AdaptedLinear::fc, a.ln2.out, w.fc_weight, w.fc_bias, a.fc);
   activation_forward(a);
 }
 
@@ -220,19 +283,22 @@ void Transformer::activation_forward(LayerActivations& a) {
   }
 }
 
-void Transformer::mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g,
-                                      GradWrite write) {
-  // GELU's backward rides in the GEMM's epilogue where the backend has one; the others follow the GEMM.
-  if (config_.mlp == MlpKind::gelu) {
+void Transformer::mlp_output_backward(int64_t l, GradWrite write, GradWrite adapter_write) {
+  const LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  BlockTensors& g = grads_.blocks[l];
+  // GELU's backward rides in the GEMM's epilogue where the backend has one, unless an adapter adds to the
+  // activation's gradient first; the others follow the GEMM.
+  if (config_.mlp == MlpKind::gelu && w.mlp_proj_lora.empty()) {
     return backend_.matmul_gelu_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, a.fc, acts_.d_fc,
                                          g.mlp_proj_weight, g.mlp_proj_bias, write);
   }
-  backend_.matmul_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated, g.mlp_proj_weight,
-                           g.mlp_proj_bias, write);
-  if (config_.mlp == MlpKind::relu) {
-    backend_.relu_backward(acts_.d_activated, a.fc, acts_.d_fc);
-  } else {
-    backend_.swiglu_backward(acts_.d_activated, a.fc, acts_.d_fc);
+  linear_backward(l, AdaptedLinear::mlp_proj, acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated,
+                  g.mlp_proj_weight, g.mlp_proj_bias, write, adapter_write);
+  switch (config_.mlp) {
+    case MlpKind::gelu: return backend_.gelu_backward(acts_.d_activated, a.fc, acts_.d_fc);
+    case MlpKind::relu: return backend_.relu_backward(acts_.d_activated, a.fc, acts_.d_fc);
+    case MlpKind::swiglu: return backend_.swiglu_backward(acts_.d_activated, a.fc, acts_.d_fc);
   }
 }
 

@@ -63,13 +63,28 @@ class Transformer {
                              const Tensor& bias, NormOutputs& out);
   void norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const NormOutputs& saved, Tensor& dx,
                      Tensor& dweight, Tensor& dbias, GradWrite write);
-  // fc = ln2.out W_fc^T + b_fc and activated = act(fc), for block weights w.
-  void mlp_input_forward(const BlockTensors& w, LayerActivations& a);
+  // Block l's fc = ln2.out W_fc^T + b_fc (with its adapter's term) and activated = act(fc).
+  void mlp_input_forward(int64_t l);
   // activated = act(fc).
   void activation_forward(LayerActivations& a);
-  // From d_residual through the MLP's output projection and its activation to d_fc; adds the projection's
-  // weight and bias gradients to g (or writes them, as `write` says).
-  void mlp_output_backward(const BlockTensors& w, const LayerActivations& a, BlockTensors& g, GradWrite write);
+  // Block l's backward from d_residual through the MLP's output projection and its activation to d_fc; adds the
+  // projection's weight and bias gradients (or writes them, as `write` says) and its adapter's (as
+  // `adapter_write` says).
+  void mlp_output_backward(int64_t l, GradWrite write, GradWrite adapter_write);
+  // Block l's linear layer `linear`: out = x W^T + b, plus its LoRA adapter's s (x A^T) B^T where it has one
+  // (saving s x A^T for the backward).
+  void linear_forward(int64_t l, AdaptedLinear linear, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      Tensor& out);
+  void add_adapter_forward(int64_t l, AdaptedLinear linear, const Tensor& x, Tensor& out);
+  // Its backward: writes dx, stores the weight's and bias's gradients as `write` says (none where their views are
+  // empty: frozen) and the adapter's as `adapter_write` says, adding the adapter's share to dx.
+  void linear_backward(int64_t l, AdaptedLinear linear, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                       Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write, GradWrite adapter_write);
+  void adapter_backward(int64_t l, AdaptedLinear linear, const Tensor& dout, const Tensor& x, Tensor& dx,
+                        GradWrite write);
+  // forward_needs / forward_done of block l's unit and, under LoRA, its adapters' unit.
+  void forward_needs_block(int64_t l);
+  void forward_done_block(int64_t l);
   double mean_loss();
 
   // The UnitAccess calls, which do nothing without an owner listening.
@@ -86,6 +101,7 @@ class Transformer {
   Backend& backend_;
   int64_t batch_, seq_;
   ActivationCheckpointing checkpointing_;
+  double lora_scale_;  // alpha / rank (0 without LoRA)
   AttentionShape attention_shape_;
   Activations acts_;
   std::vector<Buffer> constants_;

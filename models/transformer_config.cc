@@ -1,5 +1,6 @@
 #include "models/transformer_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
@@ -37,6 +38,10 @@ void TransformerConfig::validate() const {
             "llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
             "original_max_position_embeddings > 0");
   }
+  if (lora.enabled()) {
+    require(lora.rank <= std::min(d_model, d_ff), cat("the LoRA rank ", lora.rank, " must be at most the width"));
+    require(std::isfinite(lora.alpha) && lora.alpha > 0, "the LoRA alpha must be positive");
+  }
 }
 
 int64_t parameter_count(const TransformerConfig& c) {
@@ -52,7 +57,9 @@ int64_t parameter_count(const TransformerConfig& c) {
 }
 
 double training_flops_per_token(const TransformerConfig& c, int64_t seq_len) {
-  return 6.0 * double(parameter_count(c)) + 12.0 * double(c.n_layer) * double(seq_len) * double(c.attention_width());
+  const double weights = c.lora.enabled() ? 4.0 * double(parameter_count(c)) + 6.0 * double(lora_parameter_count(c))
+                                          : 6.0 * double(parameter_count(c));
+  return weights + 12.0 * double(c.n_layer) * double(seq_len) * double(c.attention_width());
 }
 
 std::string describe(const TransformerConfig& c) {
@@ -61,7 +68,11 @@ std::string describe(const TransformerConfig& c) {
   const char* mlp = c.mlp == MlpKind::gelu ? "GELU" : c.mlp == MlpKind::relu ? "ReLU" : "SwiGLU";
   return cat(c.name, ": ", parameter_count(c) / 1e6, "M parameters, ", c.n_layer, " layers, width ", c.d_model, ", ",
              c.n_head, " heads (", c.n_kv_head, " kv), FFN ", c.d_ff, ", vocab ", c.vocab_size, ", ", norm, ", ", pos,
-             ", ", mlp, c.tied_embeddings ? ", tied embeddings" : "");
+             ", ", mlp, c.tied_embeddings ? ", tied embeddings" : "",
+             c.lora.enabled() ? cat("; LoRA rank ", c.lora.rank, " alpha ", c.lora.alpha, " on ",
+                                    lora_targets_name(c.lora.targets), " (", lora_parameter_count(c) / 1e6,
+                                    "M trained, the rest frozen)")
+                              : std::string());
 }
 
 }  // namespace zb

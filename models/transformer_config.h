@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "models/lora.h"
+
 namespace zb {
 
 enum class NormKind { layernorm, rmsnorm };
@@ -41,6 +43,7 @@ struct TransformerConfig {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_scaling;
+  LoraConfig lora;  // adapters trained beside the frozen model (off by default)
 
   // The embedding and head rows, rounded up to a multiple of 128 so that matrix shapes stay aligned for
   // fast GEMMs; the extra rows are zero, are not trained and are not counted as parameters.
@@ -54,12 +57,14 @@ struct TransformerConfig {
   void validate() const;
 };
 
-// The published parameter count: every trained weight once (tied embeddings once), without vocab padding.
+// The published parameter count: every weight of the base model once (tied embeddings once), without vocab
+// padding or LoRA adapters.
 int64_t parameter_count(const TransformerConfig& config);
 
 // Training FLOPs per token, counted as the PyTorch reference and llm.c count them so that TFLOP/s and MFU
 // compare: 6 per parameter, plus 12 * layers * seq * attention width for the two T x T products of attention
-// (forward and backward, without halving for the causal mask).
+// (forward and backward, without halving for the causal mask). With LoRA the frozen weights count 4 (the
+// forward and the input's gradient; their own gradient is not computed) and the adapters 6.
 double training_flops_per_token(const TransformerConfig& config, int64_t seq_len);
 
 std::string describe(const TransformerConfig& config);

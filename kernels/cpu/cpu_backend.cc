@@ -176,11 +176,20 @@ void CpuBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Te
                                  Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, kCpu);
   checks::same_shape(inp, dinp, "matmul dinp", kCpu);
-  checks::same_shape(weight, dweight, "matmul dweight", kCpu);
+  checks::weight_gradient(weight, dweight, kCpu);
   zero_to_overwrite(write, {&dweight, &dbias});
   dispatch_real(inp.dtype, [&]<typename T>() {
-    cpu::matmul_backward<T>(dout.as<T>(), inp.as<T>(), weight.as<T>(), dinp.as<T>(), dweight.as<T>(),
-                            dbias.empty() ? nullptr : dbias.as<T>(), n, k, m);
+    cpu::matmul_backward<T>(dout.as<T>(), inp.as<T>(), weight.as<T>(), dinp.as<T>(),
+                            dweight.empty() ? nullptr : dweight.as<T>(), dbias.empty() ? nullptr : dbias.as<T>(), n, k,
+                            m);
+  });
+}
+
+void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha,
+                      bool accumulate, Tensor& out) {
+  const auto [rows, inner, cols] = checks::gemm(a, transpose_a, b, transpose_b, out, kCpu);
+  dispatch_real(a.dtype, [&]<typename T>() {
+    cpu::gemm<T>(a.as<T>(), transpose_a, b.as<T>(), transpose_b, T(alpha), accumulate, out.as<T>(), rows, inner, cols);
   });
 }
 

@@ -41,6 +41,8 @@ class CpuBackend : public Backend {
   void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
                        Tensor& dbias, GradWrite write = GradWrite::add) override;
+  void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha, bool accumulate,
+            Tensor& out) override;
 
   void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,

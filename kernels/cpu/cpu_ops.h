@@ -34,6 +34,10 @@ void matmul_forward(const T* inp, const T* weight, const T* bias, T* out, int64_
 template <typename T>
 void matmul_backward(const T* dout, const T* inp, const T* weight, T* dinp, T* dweight, T* dbias, int64_t n, int64_t k,
                      int64_t m);
+// out[rows, cols] (+)= alpha op(a) op(b) (Backend::gemm); a and b row-major, transposed where asked.
+template <typename T>
+void gemm(const T* a, bool transpose_a, const T* b, bool transpose_b, T alpha, bool accumulate, T* out, int64_t rows,
+          int64_t inner, int64_t cols);
 
 template <typename T>
 void attention_forward(const T* qkv, const AttentionShape& shape, T* out, T* lse);

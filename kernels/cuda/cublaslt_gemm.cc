@@ -147,8 +147,8 @@ CublasLtGemm::Plan* CublasLtGemm::plan_for(const GemmArgs& g) {
 
 cublasStatus_t CublasLtGemm::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmArgs& g,
                                     cudaStream_t stream) {
-  const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-  return cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c, &algo,
+  const float beta = g.accumulate ? 1.0f : 0.0f;
+  return cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c, plan.c, &algo,
                         workspace_for(stream), workspace_bytes_, stream);
 }
 

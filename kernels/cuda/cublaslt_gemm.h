@@ -1,4 +1,4 @@
-// CublasLtGemm: column-major C = op(A) op(B) (+ C when accumulating) (+ bias[m] epilogue) through cuBLASLt,
+// CublasLtGemm: column-major C = alpha op(A) op(B) (+ C when accumulating) (+ bias[m] epilogue) through cuBLASLt,
 // fp32 accumulation (no TF32 in fp32 mode, so fp32 results match the CPU reference). Descriptors and the
 // algorithm are cached per shape, so a training step asks cuBLASLt nothing new after the first. With
 // GemmAlgorithms::timed the algorithm is the fastest of the heuristic's first candidates, timed on the shape's
@@ -30,6 +30,7 @@ struct GemmArgs {
   cudaDataType_t dtype = CUDA_R_32F;  // of A, B, C and the bias
   const void* bias = nullptr;         // length m, added to every column of C
   bool accumulate = false;            // C += instead of C =
+  float alpha = 1.0f;                 // scales the product (not the bias)
   // With gelu_aux: C = GELU(op(A) op(B) + bias) and gelu_aux (same layout as C) receives the GELU's input.
   void* gelu_aux = nullptr;
   // With dgelu_aux (same layout as C, the GELU's saved input): C = (op(A) op(B)) * GELU'(dgelu_aux), the GELU's

@@ -328,7 +328,7 @@ void CudaBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const T
                                   Tensor& dweight, Tensor& dbias, GradWrite write) {
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
   checks::same_shape(inp, dinp, "matmul dinp", device());
-  checks::same_shape(weight, dweight, "matmul dweight", device());
+  checks::weight_gradient(weight, dweight, device());
   dispatch(inp.dtype, [&]<typename T>() {
     // dinp[n, k] = dout[n, m] weight[m, k]
     linear_backward<T>({.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m, .c = dinp.data,
@@ -342,7 +342,7 @@ void CudaBackend::matmul_gelu_backward(const Tensor& dout, const Tensor& inp, co
   const auto [n, k, m] = checks::matmul(inp, weight, dbias, dout, device());
   checks::same_shape(inp, pre, "matmul_gelu_backward pre", device());
   checks::same_shape(inp, dpre, "matmul_gelu_backward dpre", device());
-  checks::same_shape(weight, dweight, "matmul dweight", device());
+  checks::weight_gradient(weight, dweight, device());
   const bool fused = options_.gemm_epilogues == GemmEpilogues::fused && dispatch(inp.dtype, [&]<typename T>() {
     // dpre[n, k] = (dout[n, m] weight[m, k]) * gelu'(pre[n, k])
     const cuda::GemmArgs dgelu_gemm{.m = k, .n = n, .k = m, .a = weight.data, .lda = k, .b = dout.data, .ldb = m,
@@ -371,6 +371,11 @@ void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Te
                                     .ldc = k,
                                     .dtype = cuda_type<T>(),
                                     .accumulate = write == GradWrite::add};
+  if (dweight.empty()) {  // a frozen weight: the input's gradient alone
+    if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias, write);
+    gemm_->run(input_gradient, stream_);
+    return;
+  }
   if (!gemm_->chosen(input_gradient) || !gemm_->chosen(dweight_gemm)) {
     if (!dbias.empty()) reduce_bias<T>(dout, n, m, dbias, write);
     gemm_->run(input_gradient, stream_);
@@ -385,6 +390,19 @@ void CudaBackend::linear_backward(const cuda::GemmArgs& input_gradient, const Te
   gemm_->run(input_gradient, stream_);
   ZB_CUDA_CHECK(cudaEventRecord(join_, side_stream_));
   ZB_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_));
+}
+
+// Row-major out[rows, cols] = op(a) op(b) is column-major out^T = op(b)^T op(a)^T: b's storage is b^T column-major,
+// so op(b)^T is it, transposed when b is.
+void CudaBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha,
+                       bool accumulate, Tensor& out) {
+  const auto [rows, inner, cols] = checks::gemm(a, transpose_a, b, transpose_b, out, device());
+  dispatch(a.dtype, [&]<typename T>() {
+    gemm_->run({.trans_a = transpose_b, .trans_b = transpose_a, .m = cols, .n = rows, .k = inner, .a = b.data,
+                .lda = b.shape[1], .b = a.data, .ldb = a.shape[1], .c = out.data, .ldc = cols, .dtype = cuda_type<T>(),
+                .accumulate = accumulate, .alpha = float(alpha)},
+               stream_);
+  });
 }
 
 // linear_backward runs it before the GEMMs: dout was just written (by a norm's backward, the attention backward

@@ -2,7 +2,10 @@
 
 GPT-2 (learned positions, pre-LN, GELU-tanh, tied embeddings) or Llama (RMSNorm, RoPE, SwiGLU,
 grouped-query attention), bf16 autocast, flash SDPA, fused AdamW, optional torch.compile, optional
-activation checkpointing of every block (torch.utils.checkpoint, non-reentrant: --checkpoint 1).
+activation checkpointing of every block (torch.utils.checkpoint, non-reentrant: --checkpoint 1), optional LoRA
+adapters as plain modules (--lora-rank R, Llama: the fused q/k/v projection's one A shared by q, k and v and one B of
+their joint width, and the output projection, as zerobench's --lora-targets attention; the base model frozen in bf16,
+the adapters fp32 under autocast).
 Prints one JSON line: tokens/s (median over timed steps), step ms, peak GiB.
 Run with torchrun for DDP / FSDP2 (--mode ddp|fsdp).
 """
@@ -43,15 +46,31 @@ class LlamaBlock(nn.Module):
         s.wq, s.wk, s.wv = nn.Linear(d, d, bias=False), nn.Linear(d, kv * s.hd, bias=False), nn.Linear(d, kv * s.hd, bias=False)
         s.wo = nn.Linear(d, d, bias=False)
         s.w1, s.w3, s.w2 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
+        s.lora_scale = 0.0
+    def add_lora(s, rank, alpha):  # A random (PEFT's Kaiming-uniform), B zero
+        d, widths = s.wq.in_features, (s.wq.out_features, s.wk.out_features, s.wv.out_features)
+        s.lora_scale, s.widths = alpha / rank, widths
+        s.qkv_a, s.qkv_b = nn.Linear(d, rank, bias=False), nn.Linear(rank, sum(widths), bias=False)
+        s.o_a, s.o_b = nn.Linear(d, rank, bias=False), nn.Linear(rank, d, bias=False)
+        for b in (s.qkv_b, s.o_b):
+            nn.init.zeros_(b.weight)
     def forward(s, x, cos, sin):
         B, T, C = x.shape
         h = s.n1(x)
-        q = s.wq(h).view(B, T, s.h, s.hd).transpose(1, 2)
-        k = s.wk(h).view(B, T, s.kv, s.hd).transpose(1, 2)
-        v = s.wv(h).view(B, T, s.kv, s.hd).transpose(1, 2)
+        q, k, v = s.wq(h), s.wk(h), s.wv(h)
+        if s.lora_scale:
+            dq, dk, dv = s.qkv_b(s.qkv_a(h) * s.lora_scale).split(s.widths, dim=-1)
+            q, k, v = q + dq, k + dk, v + dv
+        q = q.view(B, T, s.h, s.hd).transpose(1, 2)
+        k = k.view(B, T, s.kv, s.hd).transpose(1, 2)
+        v = v.view(B, T, s.kv, s.hd).transpose(1, 2)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=s.kv != s.h)
-        x = x + s.wo(y.transpose(1, 2).contiguous().view(B, T, C))
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        o = s.wo(y)
+        if s.lora_scale:
+            o = o + s.o_b(s.o_a(y) * s.lora_scale)
+        x = x + o
         h = s.n2(x)
         return x + s.w2(F.silu(s.w1(h)) * s.w3(h))
 
@@ -121,6 +140,8 @@ def main():
     p.add_argument("--mode", default="single", choices=["single", "ddp", "fsdp"])
     p.add_argument("--offload", type=int, default=0, help="FSDP2 CPUOffloadPolicy (params, grads, optimizer on CPU)")
     p.add_argument("--checkpoint", type=int, default=0, help="recompute every block's activations in backward")
+    p.add_argument("--lora-rank", type=int, default=0, help="Llama: train LoRA adapters of this rank, the rest frozen")
+    p.add_argument("--lora-alpha", type=float, default=0, help="the adapters' scale is alpha / rank (default 2 x rank)")
     a = p.parse_args()
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -137,6 +158,16 @@ def main():
     if a.checkpoint:
         model.blocks = nn.ModuleList(Checkpointed(b) for b in model.blocks)
     nparams = sum(p.numel() for p in model.parameters())
+    trainable = nparams
+    if a.lora_rank:
+        assert a.model in LLAMAS, "LoRA is built into the Llama blocks here"
+        model.requires_grad_(False)
+        for p in model.parameters():  # the frozen base in bf16, as a LoRA run loads it (the RoPE tables stay fp32)
+            p.data = p.data.to(torch.bfloat16)
+        for b in model.blocks:
+            b.add_lora(a.lora_rank, a.lora_alpha or 2.0 * a.lora_rank)
+        model.blocks.cuda()
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
     elif a.mode == "fsdp":
@@ -147,7 +178,8 @@ def main():
         for b in model.blocks:
             fully_shard(b, **kw)
         fully_shard(model, **kw)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=not a.offload, foreach=bool(a.offload))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4, fused=not a.offload,
+                            foreach=bool(a.offload))
     step_fn = torch.compile(model) if a.compile else model
     times = []
     for i in range(a.warmup + a.steps):
@@ -156,18 +188,20 @@ def main():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step_fn(idx[:, :-1], idx[:, 1:])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step(); opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     times.sort(); ms = times[len(times) // 2] * 1e3
     tok = a.B * a.T * world / (ms / 1e3)
-    flops = 6 * nparams * a.B * a.T * world + 12 * L * D * a.T * a.B * a.T * world
+    # Frozen weights count 4 FLOPs a token (forward and the input's gradient), trained ones 6, as zerobench counts.
+    weights = 4 * nparams + 6 * trainable if a.lora_rank else 6 * nparams
+    flops = weights * a.B * a.T * world + 12 * L * D * a.T * a.B * a.T * world
     if rank == 0:
         print(json.dumps({"anchor": "pytorch", "mode": a.mode, "model": a.model, "params": nparams,
               "B": a.B, "T": a.T, "world": world, "compile": a.compile, "offload": a.offload,
-              "checkpoint": a.checkpoint, "step_ms": round(ms, 2),
+              "checkpoint": a.checkpoint, "lora_rank": a.lora_rank, "trainable": trainable, "step_ms": round(ms, 2),
               "tok_s": round(tok), "tflops_per_gpu": round(flops / (ms / 1e3) / world / 1e12, 1),
               "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2), "loss": round(loss.item(), 3)}))
     if a.mode != "single":

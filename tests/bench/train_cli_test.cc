@@ -172,8 +172,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--device cpu --offload cpu_optimizer --offload-ratio 0", "--offload-ratio: must be"},
         BadInput{"--device cpu --offload cpu_full --offload-ratio 0.5",
                  "--offload-ratio: 0.5 keeps part of the optimizer state on the GPU"},
-        BadInput{"--device cpu --offload-ratio 0.5", "accepted with cpu_optimizer and nvme; none takes 1"}),
+        BadInput{"--device cpu --offload-ratio 0.5", "accepted with cpu_optimizer and nvme; none takes 1"},
+        BadInput{"--lora-rank -1", "--lora-rank: must be an integer in [0, 64] for gpt2-tiny (0: off), got -1"},
+        BadInput{"--lora-rank 65", "--lora-rank: must be an integer in [0, 64]"},
+        BadInput{"--lora-alpha 8", "--lora-alpha: needs --lora-rank above 0"},
+        BadInput{"--lora-rank 4 --lora-alpha 0", "--lora-alpha: must be a non-zero number"},
+        BadInput{"--lora-rank 4 --lora-dropout 0.1", "--lora-dropout: only 0 is implemented"},
+        BadInput{"--lora-rank 4 --lora-targets ffn",
+                 "--lora-targets: unknown LoRA targets 'ffn' (attention, mlp or all)"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
+
+// LoRA's record: the adapters, the parameters trained, and the gradients and optimizer state of the adapters
+// alone, as predicted (gpt2-tiny's attention adapters at rank 4 fill their units without padding).
+TEST(TrainCli, LoraRecordsTheAdaptersAndTheirMemory) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "lora.json").string();
+  const auto r = run_program("train",
+                             "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --lora-rank 4 --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("LoRA rank 4 alpha 8 on attention (0.003072M trained, the rest frozen)"), std::string::npos)
+      << r.output;
+  std::ifstream in(path);
+  const nlohmann::ordered_json record = nlohmann::ordered_json::parse(in)[0];
+  EXPECT_EQ(record["lora"], "rank 4, alpha 8, attention");
+  EXPECT_EQ(record["trainable_parameters"], 2 * (4 * (64 + 192) + 4 * (64 + 64)));
+  EXPECT_DOUBLE_EQ(record["gradients_gb"].get<double>(), record["predicted_gradients_gb"].get<double>());
+  EXPECT_DOUBLE_EQ(record["optimizer_state_gb"].get<double>(), record["predicted_optimizer_state_gb"].get<double>());
+  EXPECT_DOUBLE_EQ(record["gradients_gb"].get<double>(), 3072 * 4 / 1e9) << "fp32 gradients of the adapters";
+}
 
 // 1000 ids below 256, for gpt2-tiny.
 std::vector<uint16_t> shard_ids() {

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "comm/communicator_factory.h"
+#include "core/bf16.h"
 #include "core/cuda_devices.h"
 #include "core/cuda_memory.h"
 #include "core/strings.h"
@@ -205,6 +206,35 @@ TEST_P(CudaOffload, SpeculationEndsAsWithoutIt) {
         EXPECT_GT(ours.speculation.discarded, 0);
       }
     }
+  }
+}
+
+// LoRA on GPUs: every stage and offload strategy trains the adapters as one GPU does on the global batch (within
+// the bf16 bound of the tests above), the base weights keep their initial bf16 bits, and the adapters move.
+TEST_P(CudaOffload, LoraTrainsTheAdaptersAloneOnEveryStageAndStrategy) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one GPU per rank";
+  TrainingOptions plain = plain_options(GetParam());
+  plain.model.lora = {4, 8.0, LoraTargets::all};
+  plain.zero.stage3_prefetch_bucket_size = 30'000;
+  TrainingOptions one_gpu = plain;
+  one_gpu.batch *= test::mpi_world().size();
+  one_gpu.zero.stage = 0;
+  const Outcome reference = train(one_gpu, 4, false);
+  const ParameterLayout layout(plain.model);
+  for (size_t u = 0; u < layout.units().size(); ++u) {
+    std::vector<float> initial = initial_unit_values(layout, u, plain.seed, 0, layout.unit(u).numel);
+    for (float& x : initial) x = round_to_bf16(x);  // the bf16 weights' values
+    if (layout.unit(u).trainable) {
+      EXPECT_GT(test::relative_error(reference.params[u], initial), 1e-3) << layout.unit(u).name;
+    } else {
+      EXPECT_EQ(reference.params[u], initial) << layout.unit(u).name << " is frozen";
+    }
+  }
+  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions lora = plain;
+    lora.offload = strategy;
+    expect_within_bf16(train(lora, 4, true), reference);
   }
 }
 

@@ -297,6 +297,47 @@ TEST_P(CheckpointingEquivalence, EveryModeTrainsAsWithoutIt) {
 INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
                          test::zero_case_name);
 
+// LoRA: the base model frozen, its adapters trained. Every stage, on any number of ranks and with every offload
+// strategy, trains the adapters as one process does on the same global batch (stage 3 gathers the frozen
+// weights too; nothing reduces, updates or gathers them after the update), and leaves the base weights with
+// their initial bits.
+class LoraEquivalence : public ::testing::TestWithParam<ZeroCase> {};
+
+TEST_P(LoraEquivalence, AdaptersTrainAsOneProcessAndTheBaseStaysAsItWas) {
+  const ZeroCase c = GetParam();
+  Communicator& comm = test::mpi_communicator();
+  auto with_lora = [](TrainingOptions o) {
+    o.model.lora = {2, 4.0, LoraTargets::all};
+    return o;
+  };
+  TrainingOptions reference = with_lora(base_options(c.model, c.grad_accum));
+  reference.batch *= comm.size();
+  const Outcome expected = train(reference, nullptr);
+  const ParameterLayout layout(reference.model);
+  for (size_t u = 0; u < layout.units().size(); ++u) {
+    const std::vector<float> initial = initial_unit_values(layout, u, reference.seed, 0, layout.unit(u).numel);
+    if (layout.unit(u).trainable) {
+      EXPECT_GT(test::relative_error(expected.params[u], initial), 1e-4) << layout.unit(u).name << " was not trained";
+    } else {
+      EXPECT_EQ(expected.params[u], initial) << layout.unit(u).name << " is frozen";
+    }
+  }
+  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions zero = with_lora(base_options(c.model, c.grad_accum));
+    zero.zero.stage = c.stage;
+    zero.zero.reduce_bucket_size = 2'000;  // several buckets of adapters
+    zero.zero.allgather_bucket_size = 2'000;
+    zero.zero.stage3_param_persistence_threshold = 0;
+    zero.zero.stage3_prefetch_bucket_size = 30'000;
+    zero.zero.check_collectives = true;
+    zero.offload = strategy;
+    expect_equivalent(train(zero, &comm), expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, LoraEquivalence, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);
+
 // Loss scaling multiplies the loss's gradient by a power of two and the update divides it out: in fp32, where
 // nothing overflows, every product and sum of the backward scales exactly, so every stage and strategy (nvme's
 // update, read from its file and written back, included) trains with a scale of 2^16 to the very bits it

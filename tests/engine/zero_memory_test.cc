@@ -71,6 +71,36 @@ TEST_P(ZeroMemory, PerRankBytesFollowTheFormulas) {
   }
 }
 
+// LoRA: the frozen base weights are held as the stage says (partitioned in stage 3), but only the adapters
+// (Psi_a of them) have gradients and optimizer state: 2 (Psi + Psi_a) of weights, 2 Psi_a of gradients and
+// 12 Psi_a of state, divided by N as the stage partitions them.
+TEST(ZeroMemory, LoraKeepsGradientsAndStateForTheAdaptersAlone) {
+  TransformerConfig config = resolve_model("meta-llama/Llama-2-7b-hf");
+  config.lora = {16, 32.0, LoraTargets::attention};
+  const ParameterLayout layout(config);
+  const double psi = double(layout.total_numel()), adapters = double(layout.trainable_numel());
+  EXPECT_NEAR(adapters, double(lora_parameter_count(config)), 1e-3 * adapters) << "(alignment gaps aside)";
+  EXPECT_LT(adapters, 0.01 * psi);
+  for (int world : {1, 4}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE(testing::Message() << "stage " << stage << " world " << world);
+      TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));
+      ParameterStore store(layout, allocator, DType::bf16, OptimizerStateFormat{true, false},
+                           ShardGeometry{stage, 0, world, 0});
+      const Expected e = formula(stage, world, 12);
+      const double pad = double(layout.units().size()) * world * double(ParameterStore::kShardAlignment);
+      auto check = [&](MemoryPool pool, double per_param, double count, const char* what) {
+        const double measured = double(allocator.usage(pool).current);
+        EXPECT_GE(measured, per_param * count) << what;
+        EXPECT_LE(measured, per_param * (count + pad)) << what;
+      };
+      check(MemoryPool::parameters, e.params, psi, "parameters");
+      check(MemoryPool::gradients, e.grads, adapters, "gradients");
+      check(MemoryPool::optimizer_state, e.optimizer, adapters, "optimizer state");
+    }
+  }
+}
+
 TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
   const ParameterLayout layout(resolve_model("gpt2"));
   TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));

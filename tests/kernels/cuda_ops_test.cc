@@ -281,6 +281,55 @@ class CudaMatmul : public CudaOps {
   }
 };
 
+// A frozen weight (empty dweight): the input's gradient alone, as the full backward gives it, and the bias's.
+TEST_P(CudaMatmul, FrozenWeightGetsNoGradient) {
+  const int64_t n = 96, k = 64, m = 48;
+  auto x = normal(n * k), w = normal(m * k, 0.2), dout = normal(n * m), db = normal(m);
+  std::vector<float> dx(n * k), rdb = db;
+  Tensor none;
+  cpu.matmul_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), out(view(dx, {n, k})), none,
+                      out(view(rdb, {m})), GradWrite::add);
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "with the GELU's backward" : "plain");
+    Tensor gdx = poisoned({n, k}, dt()), gdb = up(db, {m});
+    if (gelu) {
+      auto pre = normal(n * k, 1.5);
+      std::vector<float> dpre(n * k), rdb2 = db;
+      cpu.matmul_gelu_backward(view(dout, {n, m}), view(x, {n, k}), view(w, {m, k}), view(pre, {n, k}),
+                               out(view(dpre, {n, k})), none, out(view(rdb2, {m})), GradWrite::add);
+      gpu->matmul_gelu_backward(up(dout, {n, m}), up(x, {n, k}), up(w, {m, k}), up(pre, {n, k}), gdx, none, gdb,
+                                GradWrite::add);
+      expect_close(gdx, dpre, "dpre");
+      expect_close(gdb, rdb2, "dbias");
+    } else {
+      gpu->matmul_backward(up(dout, {n, m}), up(x, {n, k}), up(w, {m, k}), gdx, none, gdb, GradWrite::add);
+      expect_close(gdx, dx, "dinp");
+      expect_close(gdb, rdb, "dbias");
+    }
+  }
+}
+
+// The LoRA products: every transpose of each operand, written or added to, scaled (ranks 16 and 5: an odd inner
+// size among them).
+TEST_P(CudaMatmul, GemmOfEveryTransposeScaledAndAccumulated) {
+  for (const auto& [rows, inner, cols] : {std::tuple<int64_t, int64_t, int64_t>{256, 64, 16}, {128, 16, 96},
+                                         {16, 256, 80}, {40, 5, 24}}) {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const bool accumulate : {false, true}) {
+          SCOPED_TRACE(testing::Message() << rows << "x" << inner << "x" << cols << (ta ? " a^T" : "")
+                                          << (tb ? " b^T" : "") << (accumulate ? " accumulated" : ""));
+          auto a = normal(rows * inner), b = normal(inner * cols), c = normal(rows * cols);
+          const Shape sa = ta ? Shape{inner, rows} : Shape{rows, inner}, sb = tb ? Shape{cols, inner} : Shape{inner, cols};
+          std::vector<float> reference = c;
+          cpu.gemm(view(a, sa), ta, view(b, sb), tb, 1.75, accumulate, out(view(reference, {rows, cols})));
+          Tensor gc = accumulate ? up(c, {rows, cols}) : poisoned({rows, cols}, dt());
+          gpu->gemm(up(a, sa), ta, up(b, sb), tb, 1.75, accumulate, gc);
+          expect_close(gc, reference, "gemm");
+        }
+  }
+}
+
 TEST_P(CudaMatmul, AlignedWithBias) {
   run({256, 192, 320, true});
 }
