@@ -104,6 +104,7 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.optimizer = optimizer_name(options.optimizer);
   r.lora = lora_description(options.model.lora);
   r.trainable_parameters = ParameterLayout(options.model).trainable_numel();
+  r.frozen_parameters = r.parameters - r.trainable_parameters;
   return r;
 }
 

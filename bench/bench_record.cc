@@ -48,6 +48,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["optimizer"] = r.optimizer;
   j["lora"] = r.lora;
   j["trainable_parameters"] = r.trainable_parameters;
+  j["frozen_parameters"] = r.frozen_parameters;
   j["repeat"] = r.repeat;
   number("avg_step_time_ms", r.avg_step_time_ms);
   number("p50_step_ms", r.p50_step_ms);

@@ -43,6 +43,7 @@ struct BenchRecord {
   std::string optimizer = "adamw";  // adamw, adam, sgd, adamw8bit or adam8bit (OptimizerParams)
   std::string lora = "none";        // "none", or the adapters: "rank 16, alpha 32, attention" (lora_description)
   int64_t trainable_parameters = 0;  // the weights trained (the adapters' under LoRA; else every one)
+  int64_t frozen_parameters = 0;     // the weights only read (the base model's under LoRA; else none)
   // The outcome: "ok", "oom", "error" or "interrupted"; error holds the message of the rank that failed.
   std::string status = "ok";
   std::string error;

@@ -82,7 +82,8 @@ void add_lora_flags(po::options_description& flags, TrainingFlags& v) {
     ("lora-alpha", po::value<double>()->notifier([&v](double x) { v.lora_alpha = x; }),
      "LoRA: the adapters' scale is alpha / rank (default: alpha = 2 x rank)")
     ("lora-dropout", po::value(&v.lora_dropout)->default_value(v.lora_dropout),
-     "LoRA: dropout on the adapters' input; only 0 is implemented")
+     "LoRA: dropout on the adapters' input (not the frozen layer's), in [0, 1): a new mask every micro-batch, "
+     "drawn from the seed, the rank and the step")
     ("lora-targets", po::value(&v.lora_targets)->default_value(v.lora_targets),
      "LoRA: attention (the fused query/key/value projection, with one A shared by q, k and v, and the output "
      "projection), mlp (the MLP's input and output projections) or all");
@@ -195,13 +196,15 @@ LoraConfig lora_of(const TrainingFlags& f, const TransformerConfig& model) {
   }
   if (f.lora_rank == 0) {
     if (f.lora_alpha) throw UsageError("--lora-alpha: needs --lora-rank above 0");
+    if (f.lora_dropout != 0) throw UsageError("--lora-dropout: needs --lora-rank above 0");
+    if (f.lora_targets != "attention") throw UsageError("--lora-targets: needs --lora-rank above 0");
     return {};
   }
-  if (f.lora_dropout != 0.0) {
-    throw UsageError(cat("--lora-dropout: only 0 is implemented (no dropout on the adapters' input), got ",
-                         f.lora_dropout));
+  if (!(0 <= f.lora_dropout && f.lora_dropout < 1)) {
+    throw UsageError(cat("--lora-dropout: must be a probability in [0, 1), got ", f.lora_dropout));
   }
   LoraConfig lora;
+  lora.dropout = f.lora_dropout;
   lora.rank = f.lora_rank;
   lora.alpha = f.lora_alpha ? require_real(*f.lora_alpha, "lora-alpha", 0.0, 1e6, false) : 2.0 * double(f.lora_rank);
   try {

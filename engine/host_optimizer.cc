@@ -46,13 +46,14 @@ size_t HostOptimizer::host_bytes(const ParameterLayout& layout, DType dtype, con
   size_t state = 0, buffers = 0, weights = 0, largest = 0;
   const std::vector<bool> on_host = ParameterStore::host_optimizer_units(layout, geometry);
   for (size_t u = 0; u < on_host.size(); ++u) {
-    if (!on_host[u]) continue;  // updated on the device
     const size_t range = size_t(ParameterStore::optimizer_numel(
         ParameterStore::padded_numel(layout.unit(u).numel, geometry), geometry));
+    // The store keeps the range's weights on the host, of every unit (frozen ones too: LoRA's base model).
+    if (geometry.params_on_host) weights += range * dtype_size(dtype);
+    if (!on_host[u]) continue;  // updated on the device, or frozen
     largest = std::max(largest, range);
     state += range * sizeof(float) + format.moment_bytes(int64_t(range));
     buffers += range * dtype_size(dtype);
-    if (geometry.params_on_host) weights += range * dtype_size(dtype);  // the store keeps the range's weights
   }
   const size_t nvme_stages =
       2 * size_t(file_aligned(largest * sizeof(float)) + file_aligned(format.moment_bytes(int64_t(largest))));

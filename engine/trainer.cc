@@ -159,6 +159,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
     schedule_.attach(*host_optimizer_);
   }
   if (const std::string why = schedule_.why_pass_not_device_only(); !why.empty()) pass_replay_.turn_off(why);
+  if (options.model.lora.dropout > 0) pass_replay_.turn_off("LoRA dropout draws new masks every pass");
   if (pass_replay_.on()) schedule_.keep_updates_in_order();
   const Shape ids{options.batch * options.seq};
   inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
@@ -206,6 +207,9 @@ StepStats Trainer::step() {
   for (int64_t micro = 0; micro < options_.grad_accum; ++micro) {
     uploads_.upload(inputs, targets);  // into the same buffers each time
     schedule_.begin_micro_batch(micro, options_.grad_accum);
+    // LoRA dropout: each rank and micro-batch its own masks (the rank in the seed's top bits).
+    model_.set_dropout_draw(options_.seed ^ (uint64_t(comm_->rank()) << 48),
+                            uint64_t(step_) * uint64_t(options_.grad_accum) + uint64_t(micro));
     // Two kinds of pass: the first micro-batch writes the gradients, the later ones add to them; and the loss
     // scale is part of the recorded work.
     pass_scale = inject_overflow && micro == 0 ? INFINITY : gradient_scale;

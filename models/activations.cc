@@ -1,5 +1,6 @@
 #include "models/activations.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -63,6 +64,13 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   if (c.mlp != MlpKind::gelu || has_adapter(c, AdaptedLinear::mlp_proj)) d_activated = make(Shape{n, c.d_ff}, dtype);
   if (c.lora.enabled()) {
     d_lora_inner = make(Shape{n, c.lora.rank}, dtype);
+    if (c.lora.dropout > 0) {
+      int64_t widest = 0;
+      for (AdaptedLinear linear : kAdaptedLinears)
+        if (has_adapter(c, linear)) widest = std::max(widest, adapted_linear_in(c, linear));
+      lora_dropped = make(Shape{n * widest}, dtype);
+      lora_input_grad = make(Shape{n * widest}, dtype);
+    }
     frozen_norm_weight_grad = make(Shape{c.d_model}, dtype);
     if (c.norm == NormKind::layernorm) frozen_norm_bias_grad = make(Shape{c.d_model}, dtype);
   }

@@ -24,7 +24,8 @@ std::string_view lora_targets_name(LoraTargets targets) {
 
 std::string lora_description(const LoraConfig& lora) {
   if (!lora.enabled()) return "none";
-  return cat("rank ", lora.rank, ", alpha ", lora.alpha, ", ", lora_targets_name(lora.targets));
+  return cat("rank ", lora.rank, ", alpha ", lora.alpha, ", ", lora_targets_name(lora.targets),
+             lora.dropout > 0 ? cat(", dropout ", lora.dropout) : std::string());
 }
 
 std::string_view adapted_linear_name(AdaptedLinear linear) {

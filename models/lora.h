@@ -25,6 +25,8 @@ struct LoraConfig {
   int64_t rank = 0;    // 0: no adapters, every weight trained
   double alpha = 0;    // the scale s = alpha / rank
   LoraTargets targets = LoraTargets::attention;
+  // Dropout on the adapters' input (x above, not the frozen layer's), in [0, 1): a new mask each pass.
+  double dropout = 0.0;
 
   bool enabled() const { return rank > 0; }
   double scale() const { return alpha / double(rank); }
@@ -42,7 +44,8 @@ int64_t adapted_linear_out(const TransformerConfig& config, AdaptedLinear linear
 // Whether the configuration puts an adapter on that layer (false without LoRA).
 bool has_adapter(const TransformerConfig& config, AdaptedLinear linear);
 
-// "none", or "rank 16, alpha 32, attention": how records and logs name the adapters.
+// "none", or "rank 16, alpha 32, attention" (", dropout 0.05" where there is one): how records and logs name the
+// adapters.
 std::string lora_description(const LoraConfig& lora);
 
 // The adapters' parameters (A and B of every adapted layer of every block); 0 without LoRA.

@@ -86,6 +86,7 @@ std::vector<std::pair<int64_t, int64_t>> ParameterUnit::uncovered_ranges(int64_t
 
 ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(config) {
   const auto& c = config_;
+  if (c.lora.enabled()) c.validate();  // (a configuration built in code, not read: its adapters' rank, alpha, dropout)
   const int64_t vp = c.padded_vocab();
 
   UnitBuilder embeddings("embeddings");

@@ -25,6 +25,10 @@ class Transformer {
   void bind_gradients(ModelTensors gradients) { grads_ = std::move(gradients); }
   void bind_unit_parameters(size_t unit, const Tensor& flat) { bind_unit(layout_, unit, flat, params_); }
   void bind_unit_gradients(size_t unit, const Tensor& flat) { bind_unit(layout_, unit, flat, grads_); }
+  // LoRA dropout's draw for the passes that follow: the masks are a function of (seed, pass, layer, layer's
+  // adapter), the same in a pass's forward, its recompute and its backward. The trainer gives each micro-batch
+  // its own pass number.
+  void set_dropout_draw(uint64_t seed, uint64_t pass) { dropout_seed_ = seed, dropout_pass_ = pass; }
   // Told which units each pass is about to use (see unit_access.h); none by default.
   void set_unit_access(UnitAccess* access) { access_ = access; }
 
@@ -102,6 +106,14 @@ class Transformer {
   int64_t batch_, seq_;
   ActivationCheckpointing checkpointing_;
   double lora_scale_;  // alpha / rank (0 without LoRA)
+  uint64_t dropout_seed_ = 0, dropout_pass_ = 0;
+  // Block l's adapter on `linear` drops its input x (when the configuration has dropout) into the dropout scratch,
+  // and returns that, or x itself.
+  const Tensor& adapter_input(int64_t l, AdaptedLinear linear, const Tensor& x);
+  uint64_t dropout_stream(int64_t l, AdaptedLinear linear) const {
+    return (dropout_pass_ << 16) | (uint64_t(l) << 2) | uint64_t(linear);
+  }
+  Tensor dropped_;  // adapter_input's view of the scratch
   AttentionShape attention_shape_;
   Activations acts_;
   std::vector<Buffer> constants_;

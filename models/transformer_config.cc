@@ -41,6 +41,7 @@ void TransformerConfig::validate() const {
   if (lora.enabled()) {
     require(lora.rank <= std::min(d_model, d_ff), cat("the LoRA rank ", lora.rank, " must be at most the width"));
     require(std::isfinite(lora.alpha) && lora.alpha > 0, "the LoRA alpha must be positive");
+    require(0 <= lora.dropout && lora.dropout < 1, "the LoRA dropout must be in [0, 1)");
   }
 }
 

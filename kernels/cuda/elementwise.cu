@@ -1,7 +1,8 @@
-// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU, the residual add and the fills of initial
-// values. Memory-bound:
+// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU, the residual add, dropout and the fills of
+// initial values. Memory-bound:
 // each thread moves 16-byte vectors when the sizes and pointers allow, one element otherwise.
 #include "core/random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -99,6 +100,16 @@ void fill_normal(T* out, int64_t n, uint64_t seed, uint64_t random_stream, int64
 }
 
 template <typename T>
+void dropout(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream) {
+  const uint32_t threshold = dropout_threshold(p);
+  const float scale = float(1 / (1 - p));
+  launch_for_each<1>(n, stream, [=] __device__(int64_t i) {
+    out[i] = dropout_keeps(seed, stream_id, uint64_t(i), threshold) ? from_float<T>(to_float(x[i]) * scale)
+                                                                    : from_float<T>(0.0f);
+  });
+}
+
+template <typename T>
 void fill_value(T* out, int64_t n, float value, cudaStream_t stream) {
   launch_for_each<1>(n, stream, [=] __device__(int64_t i) { out[i] = from_float<T>(value); });
 }
@@ -183,6 +194,7 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void relu_forward<T>(const T*, T*, int64_t, cudaStream_t);               \
   template void relu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);    \
   template void residual_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t); \
+  template void dropout<T>(const T*, double, uint64_t, uint64_t, T*, int64_t, cudaStream_t); \
   template void swiglu_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);    \
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)

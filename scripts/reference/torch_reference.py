@@ -155,8 +155,6 @@ def main():
     else:
         (L, H, D), V = CONFIGS[a.model], 50257
         model = GPT(L, H, D).cuda()
-    if a.checkpoint:
-        model.blocks = nn.ModuleList(Checkpointed(b) for b in model.blocks)
     nparams = sum(p.numel() for p in model.parameters())
     trainable = nparams
     if a.lora_rank:
@@ -168,6 +166,8 @@ def main():
             b.add_lora(a.lora_rank, a.lora_alpha or 2.0 * a.lora_rank)
         model.blocks.cuda()
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if a.checkpoint:  # (after the adapters, which the wrapped blocks would hide)
+        model.blocks = nn.ModuleList(Checkpointed(b) for b in model.blocks)
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
     elif a.mode == "fsdp":

@@ -176,8 +176,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--lora-rank -1", "--lora-rank: must be an integer in [0, 64] for gpt2-tiny (0: off), got -1"},
         BadInput{"--lora-rank 65", "--lora-rank: must be an integer in [0, 64]"},
         BadInput{"--lora-alpha 8", "--lora-alpha: needs --lora-rank above 0"},
+        BadInput{"--lora-targets mlp", "--lora-targets: needs --lora-rank above 0"},
         BadInput{"--lora-rank 4 --lora-alpha 0", "--lora-alpha: must be a non-zero number"},
-        BadInput{"--lora-rank 4 --lora-dropout 0.1", "--lora-dropout: only 0 is implemented"},
+        BadInput{"--lora-rank 4 --lora-dropout 1", "--lora-dropout: must be a probability in [0, 1), got 1"},
         BadInput{"--lora-rank 4 --lora-targets ffn",
                  "--lora-targets: unknown LoRA targets 'ffn' (attention, mlp or all)"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
@@ -196,6 +197,9 @@ TEST(TrainCli, LoraRecordsTheAdaptersAndTheirMemory) {
   const nlohmann::ordered_json record = nlohmann::ordered_json::parse(in)[0];
   EXPECT_EQ(record["lora"], "rank 4, alpha 8, attention");
   EXPECT_EQ(record["trainable_parameters"], 2 * (4 * (64 + 192) + 4 * (64 + 64)));
+  EXPECT_EQ(record["frozen_parameters"].get<int64_t>() + record["trainable_parameters"].get<int64_t>(),
+            record["parameters"].get<int64_t>());
+  EXPECT_GT(record["frozen_parameters"].get<int64_t>(), 100'000);
   EXPECT_DOUBLE_EQ(record["gradients_gb"].get<double>(), record["predicted_gradients_gb"].get<double>());
   EXPECT_DOUBLE_EQ(record["optimizer_state_gb"].get<double>(), record["predicted_optimizer_state_gb"].get<double>());
   EXPECT_DOUBLE_EQ(record["gradients_gb"].get<double>(), 3072 * 4 / 1e9) << "fp32 gradients of the adapters";

@@ -298,7 +298,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(t
                          test::zero_case_name);
 
 // LoRA: the base model frozen, its adapters trained. Every stage, on any number of ranks and with every offload
-// strategy, trains the adapters as one process does on the same global batch (stage 3 gathers the frozen
+// strategy (nvme's file holds the adapters' state alone), trains the adapters as one process does on the same global batch (stage 3 gathers the frozen
 // weights too; nothing reduces, updates or gathers them after the update), and leaves the base weights with
 // their initial bits.
 class LoraEquivalence : public ::testing::TestWithParam<ZeroCase> {};
@@ -322,9 +322,12 @@ TEST_P(LoraEquivalence, AdaptersTrainAsOneProcessAndTheBaseStaysAsItWas) {
       EXPECT_EQ(expected.params[u], initial) << layout.unit(u).name << " is frozen";
     }
   }
-  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full}) {
+  test::TempDir dir;
+  for (OffloadStrategy strategy :
+       {OffloadStrategy::none, OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
     SCOPED_TRACE(offload_strategy_name(strategy));
     TrainingOptions zero = with_lora(base_options(c.model, c.grad_accum));
+    zero.nvme_path = dir.path().string();
     zero.zero.stage = c.stage;
     zero.zero.reduce_bucket_size = 2'000;  // several buckets of adapters
     zero.zero.allgather_bucket_size = 2'000;
@@ -333,6 +336,30 @@ TEST_P(LoraEquivalence, AdaptersTrainAsOneProcessAndTheBaseStaysAsItWas) {
     zero.zero.check_collectives = true;
     zero.offload = strategy;
     expect_equivalent(train(zero, &comm), expected);
+  }
+}
+
+// With dropout on the adapters' input each rank draws its own masks, the same in every stage: stages 1-3 (and
+// every strategy) train as stage 0 on the same ranks; and the masks matter (dropout 0 trains otherwise).
+TEST_P(LoraEquivalence, DropoutDrawsTheSameMasksInEveryStage) {
+  const ZeroCase c = GetParam();
+  Communicator& comm = test::mpi_communicator();
+  TrainingOptions plain = base_options(c.model, c.grad_accum);
+  plain.model.lora = {2, 4.0, LoraTargets::all, 0.25};
+  plain.zero.stage3_param_persistence_threshold = 0;
+  plain.zero.check_collectives = true;
+  const Outcome stage0 = train(plain, &comm);
+  TrainingOptions without = plain;
+  without.model.lora.dropout = 0;
+  const size_t first_adapters = ParameterLayout(plain.model).adapter_unit(0);
+  EXPECT_GT(test::relative_error(train(without, &comm).params[first_adapters], stage0.params[first_adapters]), 1e-4)
+      << "the masks were not applied";
+  for (OffloadStrategy strategy : {OffloadStrategy::none, OffloadStrategy::cpu_optimizer}) {
+    SCOPED_TRACE(offload_strategy_name(strategy));
+    TrainingOptions staged = plain;
+    staged.zero.stage = c.stage;
+    staged.offload = strategy;
+    expect_equivalent(train(staged, &comm), stage0);
   }
 }
 

@@ -101,6 +101,29 @@ TEST(ZeroMemory, LoraKeepsGradientsAndStateForTheAdaptersAlone) {
   }
 }
 
+// cpu_full under LoRA: the host holds every unit's weights (the frozen base too) and the adapters' state, and
+// the host-memory check counts both.
+TEST(ZeroMemory, LoraCpuFullCountsTheFrozenWeightsOnTheHost) {
+  TransformerConfig config = resolve_model("meta-llama/Llama-2-7b-hf");
+  config.lora = {16, 32.0, LoraTargets::attention};
+  const ParameterLayout layout(config);
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE(testing::Message() << "stage " << stage);
+    TrackingAllocator device(std::make_unique<CountingMemory>(Device::cuda(0)));
+    TrackingAllocator host(std::make_unique<CountingMemory>());
+    ShardGeometry geometry{stage, 0, 2, 0, true, true};
+    const OptimizerStateFormat state{true, false};
+    ParameterStore store(layout, device, DType::bf16, state, geometry, &host);
+    const size_t predicted = HostOptimizer::host_bytes(layout, DType::bf16, geometry, state, false);
+    const double shards = stage == 0 ? 1 : 2;
+    const double held = double(host.total().current);  // the store's: every unit's range of bf16 weights
+    EXPECT_GE(held, 2.0 * double(layout.total_numel()) / shards);
+    // and the adapters' fp32 master and moments, and their gradient buffers
+    EXPECT_GE(double(predicted), held + 14.0 * double(layout.trainable_numel()) / shards);
+    EXPECT_LE(double(predicted), 1.01 * (held + 14.0 * double(layout.trainable_numel()) / shards));
+  }
+}
+
 TEST(ZeroMemory, PersistentUnitsStayWholeInStageThree) {
   const ParameterLayout layout(resolve_model("gpt2"));
   TrackingAllocator allocator(std::make_unique<CountingMemory>(Device::cuda(0)));

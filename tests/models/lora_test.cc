@@ -3,6 +3,7 @@
 // frozen weights' gradients left uncomputed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "core/tracking_allocator.h"
@@ -16,9 +17,10 @@
 namespace zb {
 namespace {
 
-TransformerConfig with_lora(const char* model, LoraTargets targets, int64_t rank = 3, double alpha = 5.0) {
+TransformerConfig with_lora(const char* model, LoraTargets targets, int64_t rank = 3, double alpha = 5.0,
+                            double dropout = 0.0) {
   TransformerConfig c = resolve_model(model);
-  c.lora = {rank, alpha, targets};
+  c.lora = {rank, alpha, targets, dropout};
   return c;
 }
 
@@ -97,6 +99,7 @@ class Fp64Model {
   std::vector<double>& params(size_t unit) { return params_[unit]; }
   std::vector<double>& grads(size_t unit) { return grads_[unit]; }
 
+  Transformer& transformer() { return model_; }
   double loss(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
     return model_.forward(test::view(tokens), test::view(targets));
   }
@@ -170,6 +173,52 @@ TEST_P(LoraGradient, AdaptersMatchFiniteDifferencesAndFrozenUnitsGetNone) {
       EXPECT_TRUE(m.grads(u).empty()) << layout.unit(u).name;
     }
   }
+}
+
+// With dropout on the adapters' input, a pass's masks are fixed by its draw: the gradient is that of the loss
+// with those masks (finite differences under the same draw), and another pass draws other masks.
+TEST_P(LoraGradient, DropoutGradientIsThatOfItsMasks) {
+  const auto [model, targets] = GetParam();
+  SCOPED_TRACE(rnd_.trace());
+  Fp64Model m(with_lora(model, targets, 3, 5.0, 0.3), kBatch, kSeq);
+  randomize_b(m);
+  m.transformer().set_dropout_draw(5, 17);
+  m.loss_and_gradients(tokens_, targets_);
+  const ParameterLayout& layout = m.layout();
+  const size_t u = layout.adapter_unit(0);
+  for (const ParameterTensor& t : layout.unit(u).tensors) {
+    std::vector<double> x(m.params(u).begin() + t.offset, m.params(u).begin() + t.offset + t.numel());
+    const std::vector<double> analytic(m.grads(u).begin() + t.offset, m.grads(u).begin() + t.offset + t.numel());
+    std::vector<double>& stored = m.params(u);
+    auto loss = [&] {
+      std::copy(x.begin(), x.end(), stored.begin() + t.offset);
+      return m.loss(tokens_, targets_);
+    };
+    test::expect_gradient_matches(x, analytic, loss, t.name, 1e-6);
+    std::copy(x.begin(), x.end(), stored.begin() + t.offset);
+  }
+  // The embeddings' gradient is not computed (frozen), so the input's gradient is checked through the first
+  // block's adapters above (their x is the dropped norm output) and by the loss: another draw, another loss.
+  const double first = m.loss(tokens_, targets_);
+  m.transformer().set_dropout_draw(5, 18);
+  EXPECT_NE(m.loss(tokens_, targets_), first);
+}
+
+// The dropout op keeps about 1 - p of the elements, scaled by 1 / (1 - p), the same ones for the same draw.
+TEST(LoraDropout, KeepsOneMinusPScaledAndDrawsAlikeForTheSameArguments) {
+  CpuBackend backend;
+  const int64_t n = 200'000;
+  std::vector<double> x(n, 2.0), a(n), b(n), c(n);
+  Tensor ta = test::view(a, {n}), tb = test::view(b, {n}), tc = test::view(c, {n});
+  backend.dropout(test::view(x, {n}), 0.25, 9, 3, ta);
+  backend.dropout(test::view(x, {n}), 0.25, 9, 3, tb);
+  backend.dropout(test::view(x, {n}), 0.25, 9, 4, tc);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  const int64_t kept = std::count(a.begin(), a.end(), 2.0 / 0.75);
+  EXPECT_EQ(kept + std::count(a.begin(), a.end(), 0.0), n) << "every element kept and scaled, or dropped";
+  // Binomial(n, 0.75): standard deviation 194; five of them.
+  EXPECT_NEAR(double(kept), 0.75 * double(n), 5 * 194.0);
 }
 
 // The model whose every adapted weight is W + s B A, trained without adapters, has the same loss; and its

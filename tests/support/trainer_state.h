@@ -18,10 +18,14 @@ inline std::vector<uint8_t> host_bytes(Backend& backend, const Tensor& t) {
   return bytes;
 }
 
-// Every unit's master weights, moments and model weights, in that order.
+// Every unit's master weights, moments and model weights, in that order (a frozen unit's weights alone).
 inline std::vector<std::vector<uint8_t>> optimizer_state(Backend& backend, const ParameterStore& store) {
   std::vector<std::vector<uint8_t>> out;
   for (size_t u = 0; u < store.unit_count(); ++u) {
+    if (!store.trainable(u)) {
+      out.push_back(host_bytes(backend, store.params(u)));
+      continue;
+    }
     for (const Tensor& t : {store.master(u), store.first_moment(u), store.second_moment(u), store.params(u)})
       out.push_back(host_bytes(backend, t));
   }
