@@ -71,8 +71,9 @@ std::string describe(const TransformerConfig& c) {
              c.n_head, " heads (", c.n_kv_head, " kv), FFN ", c.d_ff, ", vocab ", c.vocab_size, ", ", norm, ", ", pos,
              ", ", mlp, c.tied_embeddings ? ", tied embeddings" : "",
              c.lora.enabled() ? cat("; LoRA rank ", c.lora.rank, " alpha ", c.lora.alpha, " on ",
-                                    lora_targets_name(c.lora.targets), " (", lora_parameter_count(c) / 1e6,
-                                    "M trained, the rest frozen)")
+                                    lora_targets_name(c.lora.targets),
+                                    c.lora.dropout > 0 ? cat(", dropout ", c.lora.dropout) : std::string(), " (",
+                                    lora_parameter_count(c) / 1e6, "M trained, the rest frozen)")
                               : std::string());
 }
 
