@@ -19,6 +19,9 @@
 #   checkpointing  zero_bench with --activation-checkpointing none full selective: one GPU, stage 0, gpt2-xl at seq
 #             1024 and each of CKPT_BATCHES (default "8 24 32 48": where none runs out of memory and full still fits);
 #             then GPUS GPUs, stage 3, Llama-2-7b at seq 2048, batch CKPT_LLAMA_BATCH (default 2)
+#   lora      one GPU, Llama-2-7b, batch 8, seq 512 (LORA_MODEL, LORA_BATCH, LORA_SEQ): train with --lora-rank
+#             LORA_RANK (default 16), train without LoRA (full fine-tuning: 127 GB, an H200), and the PyTorch reference
+#             with the same adapters, ROUNDS (default 1) alternating rounds
 # GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -152,6 +155,20 @@ run_checkpointing() {
     > "$dir.log" 2>&1 || tail -5 "$dir.log"
 }
 
+run_lora() {
+  local model=${LORA_MODEL:-meta-llama/Llama-2-7b-hf} batch=${LORA_BATCH:-8} seq=${LORA_SEQ:-512} rank=${LORA_RANK:-16}
+  local common=(--model "$model" --batch-size "$batch" --seq-length "$seq" --num-steps "$steps" --warmup-steps "$warmup")
+  for ((round = 1; round <= ${ROUNDS:-1}; ++round)); do
+    launch build-gpu/bin/train "${common[@]}" --lora-rank "$rank" --json "$out/train_lora_r${rank}_round$round.json" \
+      > "$out/lora_r${rank}_round$round.log" 2>&1 || tail -5 "$out/lora_r${rank}_round$round.log"
+    PYTHONUNBUFFERED=1 launch python3 "$reference" --model "$(short_name "$model")" -B "$batch" -T "$seq" \
+      --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --lora-rank "$rank" \
+      > "$out/torch_lora_r${rank}_round$round.json" 2> "$out/torch_lora_r${rank}_round$round.err"
+    launch build-gpu/bin/train "${common[@]}" --json "$out/train_full_round$round.json" > "$out/full_round$round.log" 2>&1 \
+      || tail -5 "$out/full_round$round.log"
+  done
+}
+
 for part in "$@"; do
   case $part in
     build) run_build ;;
@@ -162,8 +179,9 @@ for part in "$@"; do
     scaling) run_scaling ;;
     efficiency) run_efficiency ;;
     checkpointing) run_checkpointing ;;
+    lora) run_lora ;;
     *)
-      echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling, efficiency, checkpointing)" >&2
+      echo "gpu_suite: unknown part '$part' (build, gtests, zero, torch, offload, scaling, efficiency, checkpointing, lora)" >&2
       exit 2
       ;;
   esac

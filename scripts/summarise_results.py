@@ -29,6 +29,8 @@ def number(value, pattern):
 
 def record_line(r):
     config = r["strategy"] + f" (stage {r['stage']})" if r["strategy"] != "none" else f"stage {r['stage']}"
+    if r.get("lora", "none") != "none":
+        config += f", LoRA {r['lora']}"
     phases = "fwd/bwd/opt/exposed " + "/".join(number(r.get(k), "{:.1f}") for k in
                                                ("forward_ms", "backward_ms", "optimizer_ms", "exposed_comm_ms"))
     offload = ""
@@ -69,7 +71,9 @@ def main():
                 print(f"PyTorch {os.path.basename(path)}: no result (failed; see its .err)")
                 continue
             t = json.loads(line)
-            print(f"PyTorch {t['mode']} {t['model']} B{t['B']}x{t['T']} x{t['world']}: {t['tok_s']} tok/s, "
+            extras = "".join(f", {name} {t[key]}" for key, name in (("checkpoint", "checkpoint"), ("lora_rank", "LoRA rank"))
+                             if t.get(key))
+            print(f"PyTorch {t['mode']} {t['model']} B{t['B']}x{t['T']} x{t['world']}{extras}: {t['tok_s']} tok/s, "
                   f"{t['step_ms']} ms, {t['tflops_per_gpu']} TFLOP/s a GPU, peak {t['peak_gib']} GiB")
             continue
         if len(paths) > 1:
