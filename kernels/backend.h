@@ -159,10 +159,10 @@ class Backend {
   virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha, bool accumulate,
                     Tensor& out) = 0;
 
-  // out = x * keep / (1 - p), keep drawn for each element from (seed, stream) as kernels/dropout_mask.h says: the
-  // same elements for the same arguments on every backend, so a backward that draws again drops what its forward
-  // dropped. p in [0, 1); out may be x.
-  virtual void dropout(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) = 0;
+  // out = x where kept, 0 where dropped (no 1 / (1 - p): the caller scales), each element's fate drawn from
+  // (seed, stream) as kernels/dropout_mask.h says: the same elements for the same arguments on every backend, so
+  // a backward that draws again drops what its forward dropped. p in [0, 1); out may be x. Exact in every dtype.
+  virtual void dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) = 0;
 
   // --- attention --------------------------------------------------------------------------------------------
   // Causal softmax attention, scale 1/sqrt(head_dim). qkv [N, qkv_width] (see AttentionShape), out [N, q_width],

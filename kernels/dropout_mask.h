@@ -1,6 +1,7 @@
-// Dropout's mask, one rule for every backend: element i of a tensor dropped under (seed, stream) is kept when
+// Dropout's mask, one rule for every backend: element i of a tensor masked under (seed, stream) is kept when
 // word i % 4 of Philox(seed, stream, i / 4) (core/random.h) is at least p 2^32, so the CPU and the GPU drop the
-// same elements, and a backward that draws again with the same arguments finds the forward's mask.
+// same elements, and a backward that draws again with the same arguments finds the forward's mask. Callers keep
+// their streams apart from the weight initialisation's ((unit << 16) | tensor) by kDropoutStreams.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,9 @@
 #include "core/random.h"
 
 namespace zb {
+
+// Set in every dropout stream: no other draw of a run (initialisation, tokens, stochastic rounding) uses it.
+constexpr uint64_t kDropoutStreams = uint64_t(1) << 63;
 
 // The words below it drop their element: p 2^32, at most 2^32 - 1.
 ZB_HOST_DEVICE inline uint32_t dropout_threshold(double p) {

@@ -69,7 +69,6 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
       for (AdaptedLinear linear : kAdaptedLinears)
         if (has_adapter(c, linear)) widest = std::max(widest, adapted_linear_in(c, linear));
       lora_dropped = make(Shape{n * widest}, dtype);
-      lora_input_grad = make(Shape{n * widest}, dtype);
     }
     frozen_norm_weight_grad = make(Shape{c.d_model}, dtype);
     if (c.norm == NormKind::layernorm) frozen_norm_bias_grad = make(Shape{c.d_model}, dtype);

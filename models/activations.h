@@ -54,9 +54,9 @@ class Activations {
   // LoRA: an adapter's inner gradient [N, rank]; and where the frozen norms' weight (and bias) gradients go,
   // unread: the backends compute them in the same pass as the input's gradient.
   Tensor d_lora_inner, frozen_norm_weight_grad, frozen_norm_bias_grad;
-  // LoRA dropout: an adapter's dropped input, and its input's gradient before the mask, each [N, widest input]
-  // (an adapted layer views its [N, in] at the start).
-  Tensor lora_dropped, lora_input_grad;
+  // LoRA dropout: an adapter's masked input, then in its backward its input's gradient before the mask,
+  // [N, widest input] (an adapted layer views its [N, in] at the start).
+  Tensor lora_dropped;
 
  private:
   Tensor make(Shape shape, DType dtype);

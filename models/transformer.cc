@@ -226,7 +226,7 @@ void Transformer::add_adapter_forward(int64_t l, AdaptedLinear linear, const Ten
   const LoraPair& adapter = params_.blocks[l].lora(linear);
   if (adapter.empty()) return;
   Tensor& inner = acts_.layers[l].lora_inner[size_t(linear)];
-  backend_.gemm(adapter_input(l, linear, x), false, adapter.a, true, lora_scale_, false, inner);  // s x A^T
+  backend_.gemm(adapter_input(l, linear, x), false, adapter.a, true, input_scale(), false, inner);  // s x A^T
   backend_.gemm(inner, false, adapter.b, true, 1.0, /*accumulate=*/true, out);                   // + (s x A^T) B^T
 }
 
@@ -248,22 +248,23 @@ void Transformer::adapter_backward(int64_t l, AdaptedLinear linear, const Tensor
   backend_.gemm(dout, true, inner, false, 1.0, add, grads.b);         // dB (+)= dout^T (s x A^T)
   backend_.gemm(dout, false, adapter.b, false, 1.0, false, d_inner);  // dout B
   // dA (+)= s (dout B)^T x, with x dropped again as the forward dropped it
-  backend_.gemm(d_inner, true, adapter_input(l, linear, x), false, lora_scale_, add, grads.a);
+  backend_.gemm(d_inner, true, adapter_input(l, linear, x), false, input_scale(), add, grads.a);
   if (config_.lora.dropout == 0) {
     backend_.gemm(d_inner, false, adapter.a, false, lora_scale_, true, dx);  // dx += s (dout B) A
     return;
   }
-  // dx += mask(s (dout B) A): dropout's backward is its mask and scale again
-  Tensor input_grad = acts_.lora_input_grad.flat_slice(0, x.numel()).reshaped(x.shape);
-  backend_.gemm(d_inner, false, adapter.a, false, lora_scale_, false, input_grad);
-  backend_.dropout(input_grad, config_.lora.dropout, dropout_seed_, dropout_stream(l, linear), input_grad);
+  // dx += mask(s (dout B) A) / (1 - p): dropout's backward is its mask and scale again (into the scratch the
+  // dropped input, read by dA's product above, no longer needs)
+  Tensor input_grad = acts_.lora_dropped.flat_slice(0, x.numel()).reshaped(x.shape);
+  backend_.gemm(d_inner, false, adapter.a, false, input_scale(), false, input_grad);
+  backend_.dropout_mask(input_grad, config_.lora.dropout, dropout_seed_, dropout_stream(l, linear), input_grad);
   backend_.residual_forward(dx, input_grad, dx);
 }
 
 const Tensor& Transformer::adapter_input(int64_t l, AdaptedLinear linear, const Tensor& x) {
   if (config_.lora.dropout == 0) return x;
   dropped_ = acts_.lora_dropped.flat_slice(0, x.numel()).reshaped(x.shape);
-  backend_.dropout(x, config_.lora.dropout, dropout_seed_, dropout_stream(l, linear), dropped_);
+  backend_.dropout_mask(x, config_.lora.dropout, dropout_seed_, dropout_stream(l, linear), dropped_);
   return dropped_;
 }
 

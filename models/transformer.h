@@ -5,6 +5,7 @@
 
 #include "core/tracking_allocator.h"
 #include "kernels/backend.h"
+#include "kernels/dropout_mask.h"
 #include "models/activations.h"
 #include "models/model_tensors.h"
 #include "models/parameter_layout.h"
@@ -107,11 +108,14 @@ class Transformer {
   ActivationCheckpointing checkpointing_;
   double lora_scale_;  // alpha / rank (0 without LoRA)
   uint64_t dropout_seed_ = 0, dropout_pass_ = 0;
-  // Block l's adapter on `linear` drops its input x (when the configuration has dropout) into the dropout scratch,
-  // and returns that, or x itself.
+  // Block l's adapter on `linear` masks its input x (when the configuration has dropout) into the dropout
+  // scratch, and returns that, or x itself. The products that read it take input_scale(): s / (1 - p), dropout's
+  // scale folded into the GEMM (the mask itself is exact).
   const Tensor& adapter_input(int64_t l, AdaptedLinear linear, const Tensor& x);
+  double input_scale() const { return lora_scale_ / (1.0 - config_.lora.dropout); }
   uint64_t dropout_stream(int64_t l, AdaptedLinear linear) const {
-    return (dropout_pass_ << 16) | (uint64_t(l) << 2) | uint64_t(linear);
+    static_assert(kAdaptedLinears.size() <= 4, "an adapter's index takes two bits of the stream");
+    return kDropoutStreams | (dropout_pass_ << 16) | (uint64_t(l) << 2) | uint64_t(linear);
   }
   Tensor dropped_;  // adapter_input's view of the scratch
   AttentionShape attention_shape_;

@@ -73,15 +73,14 @@ void residual_forward(const T* a, const T* b, T* out, int64_t n) {
 }
 
 template <typename T>
-void dropout(const T* x, double p, uint64_t seed, uint64_t stream, T* out, int64_t n) {
+void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream, T* out, int64_t n) {
   const uint32_t threshold = dropout_threshold(p);
-  const T scale = T(1 / (1 - p));
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = dropout_keeps(seed, stream, uint64_t(i), threshold) ? x[i] * scale : T(0);
+  for (int64_t i = 0; i < n; ++i) out[i] = dropout_keeps(seed, stream, uint64_t(i), threshold) ? x[i] : T(0);
 }
 
 #define ZB_INSTANTIATE(T)                                                        \
-  template void dropout<T>(const T*, double, uint64_t, uint64_t, T*, int64_t);  \
+  template void dropout_mask<T>(const T*, double, uint64_t, uint64_t, T*, int64_t); \
   template void gelu_forward<T>(const T*, T*, int64_t);                         \
   template void gelu_backward<T>(const T*, const T*, T*, int64_t);              \
   template void relu_forward<T>(const T*, T*, int64_t);                         \

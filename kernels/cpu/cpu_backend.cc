@@ -185,10 +185,10 @@ void CpuBackend::matmul_backward(const Tensor& dout, const Tensor& inp, const Te
   });
 }
 
-void CpuBackend::dropout(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) {
+void CpuBackend::dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) {
   const int64_t n = checks::same_shape(x, out, "dropout", kCpu);
   ZB_CHECK(0 <= p && p < 1, "dropout probability ", p, " outside [0, 1)");
-  dispatch_real(x.dtype, [&]<typename T>() { cpu::dropout<T>(x.as<T>(), p, seed, stream, out.as<T>(), n); });
+  dispatch_real(x.dtype, [&]<typename T>() { cpu::dropout_mask<T>(x.as<T>(), p, seed, stream, out.as<T>(), n); });
 }
 
 void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha,

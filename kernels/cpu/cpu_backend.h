@@ -43,7 +43,7 @@ class CpuBackend : public Backend {
                        Tensor& dbias, GradWrite write = GradWrite::add) override;
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha, bool accumulate,
             Tensor& out) override;
-  void dropout(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) override;
+  void dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) override;
 
   void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,

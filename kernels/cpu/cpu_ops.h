@@ -62,7 +62,7 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f)
 template <typename T>
 void residual_forward(const T* a, const T* b, T* out, int64_t n);
 template <typename T>
-void dropout(const T* x, double p, uint64_t seed, uint64_t stream, T* out, int64_t n);
+void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream, T* out, int64_t n);
 
 // dlogits == nullptr: losses only. Otherwise dlogits (which may alias logits) receives the gradient.
 template <typename T>

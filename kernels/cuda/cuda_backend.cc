@@ -538,10 +538,10 @@ void CudaBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out
   dispatch(a.dtype, [&]<typename T>() { cuda::residual_forward<T>(a.as<T>(), b.as<T>(), out.as<T>(), n, stream_); });
 }
 
-void CudaBackend::dropout(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) {
+void CudaBackend::dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) {
   const int64_t n = checks::same_shape(x, out, "dropout", device());
   ZB_CHECK(0 <= p && p < 1, "dropout probability ", p, " outside [0, 1)");
-  dispatch(x.dtype, [&]<typename T>() { cuda::dropout<T>(x.as<T>(), p, seed, stream, out.as<T>(), n, stream_); });
+  dispatch(x.dtype, [&]<typename T>() { cuda::dropout_mask<T>(x.as<T>(), p, seed, stream, out.as<T>(), n, stream_); });
 }
 
 void CudaBackend::run_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses,

@@ -103,7 +103,7 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
 template <typename T>
 void residual_forward(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream);
 template <typename T>
-void dropout(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream);
+void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream);
 
 // dlogits may alias logits (then the gradient overwrites them); nullptr: losses only.
 template <typename T>

@@ -99,13 +99,16 @@ void fill_normal(T* out, int64_t n, uint64_t seed, uint64_t random_stream, int64
   });
 }
 
+// A thread a group of four elements: one Philox draw gives their four words (dropout_keeps' rule).
 template <typename T>
-void dropout(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream) {
+void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream) {
   const uint32_t threshold = dropout_threshold(p);
-  const float scale = float(1 / (1 - p));
-  launch_for_each<1>(n, stream, [=] __device__(int64_t i) {
-    out[i] = dropout_keeps(seed, stream_id, uint64_t(i), threshold) ? from_float<T>(to_float(x[i]) * scale)
-                                                                    : from_float<T>(0.0f);
+  launch_for_each<1>((n + 3) / 4, stream, [=] __device__(int64_t group) {
+    const auto words = random_words(seed, stream_id, uint64_t(group));
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * group + k;
+      if (i < n) out[i] = words[k] >= threshold ? x[i] : from_float<T>(0.0f);
+    }
   });
 }
 
@@ -194,7 +197,7 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void relu_forward<T>(const T*, T*, int64_t, cudaStream_t);               \
   template void relu_backward<T>(const T*, const T*, T*, int64_t, cudaStream_t);    \
   template void residual_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t); \
-  template void dropout<T>(const T*, double, uint64_t, uint64_t, T*, int64_t, cudaStream_t); \
+  template void dropout_mask<T>(const T*, double, uint64_t, uint64_t, T*, int64_t, cudaStream_t); \
   template void swiglu_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);    \
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)

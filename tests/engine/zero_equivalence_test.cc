@@ -361,6 +361,17 @@ TEST_P(LoraEquivalence, DropoutDrawsTheSameMasksInEveryStage) {
     staged.offload = strategy;
     expect_equivalent(train(staged, &comm), stage0);
   }
+  // A recompute draws the forward's masks again: checkpointing trains to the same bits.
+  TrainingOptions staged = plain;
+  staged.zero.stage = c.stage;
+  staged.model.n_layer = 4;  // (two tiny layers would recompute only the first block)
+  const Outcome reference = train(staged, &comm);
+  for (ActivationCheckpointing mode : {ActivationCheckpointing::full, ActivationCheckpointing::selective}) {
+    SCOPED_TRACE(activation_checkpointing_name(mode));
+    TrainingOptions checkpointed = staged;
+    checkpointed.activation_checkpointing = mode;
+    expect_same_bits(train(checkpointed, &comm), reference);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, LoraEquivalence, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);

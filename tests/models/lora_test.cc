@@ -204,19 +204,19 @@ TEST_P(LoraGradient, DropoutGradientIsThatOfItsMasks) {
   EXPECT_NE(m.loss(tokens_, targets_), first);
 }
 
-// The dropout op keeps about 1 - p of the elements, scaled by 1 / (1 - p), the same ones for the same draw.
-TEST(LoraDropout, KeepsOneMinusPScaledAndDrawsAlikeForTheSameArguments) {
+// The dropout mask keeps about 1 - p of the elements as they are, the same ones for the same draw.
+TEST(LoraDropout, KeepsOneMinusPAndDrawsAlikeForTheSameArguments) {
   CpuBackend backend;
   const int64_t n = 200'000;
   std::vector<double> x(n, 2.0), a(n), b(n), c(n);
   Tensor ta = test::view(a, {n}), tb = test::view(b, {n}), tc = test::view(c, {n});
-  backend.dropout(test::view(x, {n}), 0.25, 9, 3, ta);
-  backend.dropout(test::view(x, {n}), 0.25, 9, 3, tb);
-  backend.dropout(test::view(x, {n}), 0.25, 9, 4, tc);
+  backend.dropout_mask(test::view(x, {n}), 0.25, 9, 3, ta);
+  backend.dropout_mask(test::view(x, {n}), 0.25, 9, 3, tb);
+  backend.dropout_mask(test::view(x, {n}), 0.25, 9, 4, tc);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  const int64_t kept = std::count(a.begin(), a.end(), 2.0 / 0.75);
-  EXPECT_EQ(kept + std::count(a.begin(), a.end(), 0.0), n) << "every element kept and scaled, or dropped";
+  const int64_t kept = std::count(a.begin(), a.end(), 2.0);
+  EXPECT_EQ(kept + std::count(a.begin(), a.end(), 0.0), n) << "every element kept as it is, or dropped";
   // Binomial(n, 0.75): standard deviation 194; five of them.
   EXPECT_NEAR(double(kept), 0.75 * double(n), 5 * 194.0);
 }
