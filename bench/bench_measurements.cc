@@ -69,10 +69,9 @@ void MeasuredMemory::add_peaks(const TrackingAllocator& device_allocator) {
   total_peak = std::max(total_peak, device_allocator.total().peak);
 }
 
-PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world) {
-  const double psi = double(parameters), n = double(world);
-  // Under LoRA only the adapters have gradients and optimizer state.
-  const double trained = double(ParameterLayout(options.model).trainable_numel());
+PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int64_t trainable,
+                                   int world) {
+  const double psi = double(parameters), trained = double(trainable), n = double(world);
   const double weight_bytes = double(dtype_size(options.dtype));
   const double master = ParameterStore::has_separate_master(options.dtype) ? 4 : 0;
   const double moments = OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
@@ -94,7 +93,10 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.offloaded_share = offloaded_share(options, world);
   r.repeat = int(repeat);
   r.model = options.model.name;
-  r.parameters = ParameterLayout(options.model).total_numel();
+  const ParameterLayout layout(options.model);
+  r.parameters = layout.total_numel();
+  r.trainable_parameters = layout.trainable_numel();
+  r.frozen_parameters = r.parameters - r.trainable_parameters;
   r.world_size = world;
   r.batch_size = options.batch;
   r.seq_length = options.seq;
@@ -103,8 +105,6 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.activation_checkpointing = std::string(activation_checkpointing_name(options.activation_checkpointing));
   r.optimizer = optimizer_name(options.optimizer);
   r.lora = lora_description(options.model.lora);
-  r.trainable_parameters = ParameterLayout(options.model).trainable_numel();
-  r.frozen_parameters = r.parameters - r.trainable_parameters;
   return r;
 }
 
@@ -117,7 +117,8 @@ void fill_memory(BenchRecord& r, const TrainingOptions& options, const MeasuredM
   r.optimizer_state_gb = worst_gb(double(memory.pools[int(MemoryPool::optimizer_state)].peak));
   r.activations_gb = worst_gb(double(memory.pools[int(MemoryPool::activations)].peak));
   r.workspace_gb = worst_gb(double(memory.pools[int(MemoryPool::workspace)].peak));
-  const PredictedMemory predicted = predict_gpu_memory(options, r.parameters, r.world_size);
+  const PredictedMemory predicted =
+      predict_gpu_memory(options, r.parameters, r.trainable_parameters, r.world_size);
   r.predicted_parameters_gb = predicted.parameters / kGB;
   r.predicted_gradients_gb = predicted.gradients / kGB;
   r.predicted_optimizer_state_gb = predicted.optimizer_state / kGB;

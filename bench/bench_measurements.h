@@ -64,12 +64,14 @@ struct RecordSettings {
   std::optional<double> gpu_hour_usd;  // (cost per 1000 samples)
 };
 
-// The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights, gradients
-// and optimizer state for `parameters` elements, before padding.
+// The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights for `parameters`
+// elements, and of the gradients and optimizer state for the `trainable` ones (all but LoRA's frozen base), before
+// padding.
 struct PredictedMemory {
   double parameters = 0, gradients = 0, optimizer_state = 0;
 };
-PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int world);
+PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int64_t trainable,
+                                   int world);
 
 // A record of what runs: stage, strategy, model, sizes, dtype (status "ok", nothing measured yet).
 BenchRecord configuration_record(const TrainingOptions& options, int world, int64_t repeat);

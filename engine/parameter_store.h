@@ -14,8 +14,9 @@
 // Whole gradients that stages 2-3 need during a unit's backward, and the gathered weights of stage 3, are
 // the ZeroSchedule's transient buffers, not the store's. With params_on_host (the cpu_full strategy) the
 // weights are in host memory, only the range this rank's optimizer updates (whole in stage 0, else the
-// shard), and every unit reaches the device as stage 3's gathered units do. A frozen unit (ParameterUnit::trainable
-// false: the base model under LoRA) has weights only, held as the stage says; no gradient, master or moments.
+// shard), and every unit reaches the device as stage 3's gathered units do. A frozen unit
+// (ParameterUnit::trainable false: LoRA's base model) has weights only, held as the stage says; no gradient, master
+// or moments.
 #pragma once
 
 #include <vector>
@@ -66,10 +67,11 @@ class ParameterStore {
   static DType master_dtype(DType dtype) { return has_separate_master(dtype) ? DType::f32 : dtype; }
   // A unit's padded length for geometry.world ranks.
   static int64_t padded_numel(int64_t numel, const ShardGeometry& geometry);
-  // Which units' optimizer state (fp32 master and moments) lives on the host: none without
-  // optimizer_on_host (nor any frozen unit, which has none), every trainable unit with offload_ratio 1. Below 1, the model's first units keep theirs on the device:
-  // in forward order (the embedding, the first blocks, ...) every unit that still fits within 1 - offload_ratio
-  // of the optimizer's elements (whole units: the share kept may be less, host_optimizer_share says how much).
+  // Which units' optimizer state (fp32 master and moments) lives on the host: none without optimizer_on_host
+  // (nor any frozen unit, which has none), every trainable unit with offload_ratio 1. Below 1, the model's first
+  // units keep theirs on the device: in forward order (the embedding, the first blocks, ...) every unit that
+  // still fits within 1 - offload_ratio of the optimizer's elements (whole units: the share kept may be less,
+  // host_optimizer_share says how much).
   // The device updates them right after backward, the host the rest. Why the first:
   // the host's update bounds the step, so what matters is that the CPU never idles. The next forward starts
   // on the device's units without waiting for the host, which meanwhile updates the later ones; backward

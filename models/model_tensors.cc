@@ -29,13 +29,10 @@ void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer,
     if (!tied) m.lm_head = view_of(u, buffer, "lm_head");
   } else if (layout.is_adapter_unit(unit)) {
     BlockTensors& b = m.blocks.at(size_t(layout.layer_of(unit)));
-    auto pair = [&](const char* name) {
-      return LoraPair{view_of(u, buffer, cat(name, ".lora_a")), view_of(u, buffer, cat(name, ".lora_b"))};
-    };
-    b.qkv_lora = pair("attn.qkv");
-    b.attn_proj_lora = pair("attn.proj");
-    b.fc_lora = pair("mlp.fc");
-    b.mlp_proj_lora = pair("mlp.proj");
+    for (AdaptedLinear linear : kAdaptedLinears) {
+      const std::string_view name = adapted_linear_name(linear);
+      b.lora(linear) = {view_of(u, buffer, cat(name, ".lora_a")), view_of(u, buffer, cat(name, ".lora_b"))};
+    }
   } else {
     const Tensor& buf = buffer;
     BlockTensors& b = m.blocks.at(size_t(layout.layer_of(unit)));
