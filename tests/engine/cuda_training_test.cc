@@ -112,6 +112,31 @@ TEST_F(CudaTraining, TenFp32StepsOfGpt2MatchTheCpu) {
         << "step " << i + 1 << ": " << on_cpu[i] << " vs " << on_gpu[i];
 }
 
+// LoRA with dropout on the adapters' input: the GPU draws the CPU's masks (the same Philox elements), so fp32
+// training follows the CPU's losses as plain training does, step after step (a new mask each pass, no pass
+// replayed); and the masks matter: without dropout the losses differ by more than that bound.
+TEST_F(CudaTraining, LoraDropoutTrainsAsOnTheCpu) {
+  TrainingOptions options;
+  options.model = resolve_model("llama-tiny");
+  options.model.lora = {4, 8.0, LoraTargets::all, 0.25};
+  options.batch = 2;
+  options.seq = 64;
+  options.optimizer.lr = 1e-2f;
+  TrackingAllocator host(std::make_unique<HostMemory>());
+  const auto on_cpu = losses(cpu, host, options, 6);
+  options.dtype = DType::f32;
+  const auto on_gpu = losses(*gpu, *allocator, options, 6);
+  options.model.lora.dropout = 0;
+  const auto without = losses(*gpu, *allocator, options, 6);
+  double largest_change = 0;
+  for (size_t i = 0; i < on_cpu.size(); ++i) {
+    EXPECT_LE(std::abs(on_gpu[i] - on_cpu[i]) / on_cpu[i], 1e-4)
+        << "step " << i + 1 << ": " << on_cpu[i] << " vs " << on_gpu[i];
+    largest_change = std::max(largest_change, std::abs(without[i] - on_gpu[i]) / on_gpu[i]);
+  }
+  EXPECT_GT(largest_change, 1e-3) << "dropout did not change the losses";
+}
+
 TrainingOptions bf16_gpt2() {
   TrainingOptions options;
   options.model = resolve_model("gpt2");  // head size 64: the flash-attention kernels
