@@ -96,6 +96,14 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("loss_last", r.loss_last);
   number("loss_scale", r.loss_scale);
   j["skipped_steps"] = r.skipped_steps ? nlohmann::ordered_json(*r.skipped_steps) : nlohmann::ordered_json(nullptr);
+  j["profile_steps"] = r.profile_steps;
+  number("exposed_compute_ms", r.exposed_compute_ms);
+  number("exposed_collectives_ms", r.exposed_collectives_ms);
+  number("exposed_copies_ms", r.exposed_copies_ms);
+  number("exposed_cpu_optimizer_ms", r.exposed_cpu_optimizer_ms);
+  number("exposed_nvme_ms", r.exposed_nvme_ms);
+  number("exposed_idle_ms", r.exposed_idle_ms);
+  j["profile_bottleneck"] = r.profile_bottleneck;
   number("cost_per_1000_samples_usd", r.cost_per_1000_samples_usd);
   number("efficiency", r.efficiency);
   number("rank_step_spread_pct", r.rank_step_spread_pct);

@@ -72,6 +72,12 @@ struct BenchRecord {
   // included, summed over the repeats).
   std::optional<double> loss_scale;
   std::optional<int64_t> skipped_steps;
+  // With --profile-dir: the mean time of the first recorded window's steps (profile_steps, "9-11") exposed per
+  // category, as its summary splits them (bench/profile_summary.h; this rank's: rank 0 writes the record), and
+  // the category with the most ("compute", ..., "idle").
+  std::optional<double> exposed_compute_ms, exposed_collectives_ms, exposed_copies_ms, exposed_cpu_optimizer_ms,
+      exposed_nvme_ms, exposed_idle_ms;
+  std::string profile_steps, profile_bottleneck;
   std::optional<double> cost_per_1000_samples_usd;  // with --gpu-hour-usd
   std::optional<double> efficiency;                 // tokens/s per peak GPU GB
   std::string recommendation;

@@ -3,10 +3,12 @@
 #include <cstdio>
 
 #include "comm/communicator_factory.h"
+#include "bench/device_ceilings.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "core/strings.h"
 #include "kernels/backend_factory.h"
+#include "kernels/traced_backend.h"
 #include "offload/removal_on_termination.h"
 
 namespace zb {
@@ -46,7 +48,15 @@ BenchRunner::BenchRunner(MpiWorld& world, const BenchSettings& settings)
       allocator_(make_device_memory(settings.device)),
       backend_(make_backend(settings.device, allocator_, settings.backend_options)),
       comm_(make_communicator(world, settings.device, backend_->native_stream())),
-      telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {}
+      telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {
+  if (!settings_.profile.enabled()) return;
+  traced_ = std::make_unique<TracedBackend>(*backend_);
+  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0);
+  if (activity_) {
+    activity_->name_stream(backend_->native_stream(), "compute");
+    if (void* stream = comm_->stream()) activity_->name_stream(stream, "communication");
+  }
+}
 
 BenchRunner::~BenchRunner() = default;
 
@@ -68,6 +78,7 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
       r, options, timed, memory, mine,
       {.repeat = settings_.repeat, .peak_tflops = settings_.peak_tflops, .gpu_hour_usd = settings_.gpu_hour_usd},
       agreement_);
+  if (profiled_) fill_profile(r, *profiled_);
   return r;
 }
 
@@ -79,17 +90,37 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
   progress.steps = settings_.repeat * (settings_.warmup_steps + settings_.num_steps);
   progress.step = 0;
   telemetry_.clear();
+  profiled_.reset();
   for (int64_t repeat = 0; repeat < settings_.repeat && outcome.status == kOk; ++repeat) {
+    if (repeat == 0 && settings_.profile.enabled() && !ceilings_) {
+      agree(outcome, [&] { ceilings_ = measure_device_ceilings(*backend_, allocator_, options.dtype); });
+    }
     allocator_.reset_peaks();
     allocator_.set_limit(settings_.device_memory_limit);
     std::unique_ptr<TokenSource> data;
     std::unique_ptr<Trainer> trainer;
+    std::optional<Profiler> profiler;  // the first repeat's
     agree(outcome, [&] {
       const BatchGeometry geometry{options.batch, options.seq, world_.rank(), world};
       data = settings_.data_glob.empty()
                  ? make_synthetic_tokens(geometry, options.model.vocab_size, options.seed)
                  : make_file_tokens(settings_.data_glob, settings_.data_format, geometry, options.model.vocab_size);
-      trainer = std::make_unique<Trainer>(options, *backend_, allocator_, *data, comm_.get());
+      trainer = std::make_unique<Trainer>(options, trainer_backend(), allocator_, *data, comm_.get());
+      if (repeat == 0 && settings_.profile.enabled()) {
+        profiler.emplace(settings_.profile, profile_file_label(progress.label),
+                         settings_.warmup_steps + settings_.num_steps,
+                         ProfileContext{.backend = backend_.get(),
+                                        .activity = activity_.get(),
+                                        .comm = comm_.get(),
+                                        .rank = world_.rank(),
+                                        .world = world,
+                                        .device_name = settings_.device.is_cuda()
+                                                           ? cuda_device_name(settings_.device.index)
+                                                           : std::string("CPU"),
+                                        .ops_run_on_host = !settings_.device.is_cuda(),
+                                        .ceilings = ceilings_.value_or(DeviceCeilings{}),
+                                        .print = world_.rank() == 0});
+      }
     });
     if (outcome.status == kOk)
       agree(outcome, [&] {
@@ -100,7 +131,9 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
           }
           fail_if_injected(progress);
           if (step == settings_.warmup_steps) telemetry_.start();
+          if (profiler) profiler->before_step(step + 1);
           const StepStats stats = trainer->step();
+          if (profiler) profiler->after_step(step + 1);
           timed.note_step(stats);
           if (step >= settings_.warmup_steps) timed.add(stats, world);
           ++progress.step;
@@ -108,7 +141,12 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
         }
         telemetry_.stop();
         memory.note_end_of_steps(allocator_, trainer->host_allocator());
+        if (profiler) {
+          profiler->finish();
+          profiled_ = profile_record_fields(profiler->windows());
+        }
       });
+    profiler.reset();  // (a window a failure left open is closed, not written)
     telemetry_.stop();  // (where the steps ended early)
     timed.end_repeat();
     memory.add_peaks(allocator_);

@@ -19,6 +19,7 @@
 #include "bench/bench_measurements.h"
 #include "bench/bench_record.h"
 #include "bench/gpu_telemetry.h"
+#include "bench/profiler.h"
 #include "comm/communicator.h"
 #include "comm/mpi_world.h"
 #include "comm/rank_agreement.h"
@@ -51,6 +52,8 @@ struct BenchSettings {
     int64_t step = 0;
   };
   std::optional<InjectedFailure> inject_failure;
+  // --profile-dir: each configuration's first repeat is profiled (bench/profiler.h), its files named by its label.
+  ProfileOptions profile;
 };
 
 // Where a run is: configuration index (1-based) of count, and the step (1-based) of all its steps.
@@ -100,6 +103,13 @@ class BenchRunner {
   std::unique_ptr<Communicator> comm_;
   RankAgreement agreement_;
   GpuTelemetry telemetry_;  // this rank's GPU during the timed steps
+  // With a profile: the backend the trainers use (traced_ in front of backend_), the device's activity (null
+  // without one), the device's ceilings, and the last profiled configuration's figures.
+  std::unique_ptr<Backend> traced_;
+  std::unique_ptr<DeviceActivity> activity_;
+  std::optional<DeviceCeilings> ceilings_;  // measured before the first profiled configuration
+  std::optional<ProfileRecordFields> profiled_;
+  Backend& trainer_backend() { return traced_ ? *traced_ : *backend_; }
 };
 
 }  // namespace zb

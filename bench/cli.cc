@@ -86,7 +86,16 @@ void add_lora_flags(po::options_description& flags, TrainingFlags& v) {
      "drawn from the seed, the rank and the step")
     ("lora-targets", po::value(&v.lora_targets)->default_value(v.lora_targets),
      "LoRA: attention (the fused query/key/value projection, with one A shared by q, k and v, and the output "
-     "projection), mlp (the MLP's input and output projections) or all");
+     "projection), mlp (the MLP's input and output projections) or all")
+    ("profile-dir", po::value(&v.profile_dir),
+     "write a profile of chosen steps here (created if absent), per rank and recorded window: a Chrome trace for "
+     "Perfetto (trace_*.json.gz: every kernel, collective, copy, host update and NVMe transfer), a summary "
+     "(profile_*.txt, also printed: operations by total time, and each step's time split by what was exposed) "
+     "and a timeline picture (timeline_*.svg). Without --profile-schedule, the last three steps of each run")
+    ("profile-schedule", po::value(&v.profile_schedule),
+     "which steps --profile-dir records, as PyTorch's profiler schedule: skip_first=5,wait=2,warmup=1,active=3,"
+     "repeat=2 skips steps 1-5, then repeats 2 idle, 1 warm-up and 3 recorded steps, twice: steps 9-11 and "
+     "15-17 (repeat=0: to the end). Steps count from 1, warm-up included, as the step lines do");
   // clang-format on
 }
 
@@ -277,6 +286,15 @@ LossScaling loss_scaling_of(const TrainingFlags& f, DType dtype) {
   return s;
 }
 
+void require_writable_folder(const std::string& path, const char* flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path)) {
+    throw UsageError(cat("--", flag, " ", path, ": cannot be created as a folder", ec ? ": " + ec.message() : ""));
+  }
+  if (::access(path.c_str(), W_OK) != 0) throw UsageError(cat("--", flag, " ", path, ": not writable"));
+}
+
 TrainingRun validate_training_flags(const TrainingFlags& f) {
   TrainingRun run;
   TrainingOptions& o = run.options;
@@ -331,6 +349,12 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   parse_flag("offload-ratio", [&] { validate_offload_ratio(f.offload_ratio, o.offload); });
   o.offload_ratio = f.offload_ratio;
   o.speculative_update = f.speculative_update;
+  if (!f.profile_schedule.empty()) {
+    if (f.profile_dir.empty()) throw UsageError("--profile-schedule: needs --profile-dir DIR (where the traces go)");
+    run.profile.schedule = ProfileSchedule::parse(f.profile_schedule);
+  }
+  if (!f.profile_dir.empty()) require_writable_folder(f.profile_dir, "profile-dir");
+  run.profile.dir = f.profile_dir;
   return run;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "bench/profile_options.h"
 #include "comm/mpi_world.h"
 #include "core/device.h"
 #include "engine/token_source.h"
@@ -49,6 +50,7 @@ struct TrainingFlags {
   std::optional<double> loss_scale, min_loss_scale;
   std::optional<int> initial_scale_power, hysteresis;
   std::optional<int64_t> loss_scale_window;
+  std::string profile_dir, profile_schedule;  // empty: no profile; the last three steps
 };
 
 // The help of --dtype, shared by every program.
@@ -102,10 +104,13 @@ struct TrainingRun {
   int64_t num_steps = 0;
   std::string data_glob;
   TokenFileFormat data_format = TokenFileFormat::llmc;
+  ProfileOptions profile;
 };
 
 // Throws UsageError naming the flag and what it accepts.
 TrainingRun validate_training_flags(const TrainingFlags& flags);
+// Creates the folder `path` if absent; throws UsageError naming --flag where it cannot be made or written.
+void require_writable_folder(const std::string& path, const char* flag);
 
 // Under mpirun with GPUs, each rank takes the GPU numbered by its place on its node (at most one rank per
 // GPU); otherwise `device` as it is.

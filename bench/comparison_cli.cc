@@ -177,15 +177,6 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   if (ds.aio_overlap_events && !given(vm, "aio-overlap-events")) a.overlap_events = *ds.aio_overlap_events;
 }
 
-void require_writable_folder(const std::string& path, const char* flag) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec || !std::filesystem::is_directory(path)) {
-    throw UsageError(cat("--", flag, " ", path, ": cannot be created as a folder", ec ? ": " + ec.message() : ""));
-  }
-  if (::access(path.c_str(), W_OK) != 0) throw UsageError(cat("--", flag, " ", path, ": not writable"));
-}
-
 struct StrategySpec {
   OffloadStrategy strategy = OffloadStrategy::none;
   double ratio = 1.0;
@@ -369,6 +360,7 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   s.inject_failure = inject;
   s.data_glob = run.data_glob;
   s.data_format = run.data_format;
+  s.profile = run.profile;
   if (f.peak_tflops > 0) {
     s.peak_tflops = f.peak_tflops;
   } else if (run.device.is_cuda() && dtype_size(run.options.dtype) == 2) {  // bf16's and fp16's peaks are one

@@ -11,7 +11,9 @@
 #include "bench/bench_measurements.h"
 #include "bench/cli.h"
 #include "bench/gpu_peaks.h"
+#include "bench/device_ceilings.h"
 #include "bench/gpu_telemetry.h"
+#include "bench/profiler.h"
 #include "bench/rank_results.h"
 #include "bench/run_environment.h"
 #include "bench/train_report.h"
@@ -21,6 +23,7 @@
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "kernels/backend_factory.h"
+#include "kernels/traced_backend.h"
 
 namespace {
 
@@ -70,8 +73,32 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   zb::TrackingAllocator allocator(zb::make_device_memory(run.device));
   auto backend = zb::make_backend(run.device, allocator, zb::program_backend_options());
   auto comm = zb::make_communicator(world, run.device, backend->native_stream());
-  zb::Trainer trainer(run.options, *backend, allocator, *data, comm.get());
   const bool printer = world.rank() == 0;
+  const std::string device_name = run.device.is_cuda() ? zb::cuda_device_name(run.device.index) : "CPU";
+  // --profile-dir: the trainer's calls go through a traced backend, and the device's activity is recorded in the
+  // schedule's windows (bench/profiler.h).
+  std::unique_ptr<zb::Backend> traced;
+  std::unique_ptr<zb::DeviceActivity> activity;
+  std::optional<zb::Profiler> profiler;
+  if (run.profile.enabled()) {
+    traced = std::make_unique<zb::TracedBackend>(*backend);
+    activity = zb::device_activity_or_warning(run.device, printer);
+    if (activity) {
+      activity->name_stream(backend->native_stream(), "compute");
+      if (void* stream = comm->stream()) activity->name_stream(stream, "communication");
+    }
+    profiler.emplace(run.profile, "train", run.num_steps,
+                     zb::ProfileContext{.backend = backend.get(),
+                                        .activity = activity.get(),
+                                        .comm = comm.get(),
+                                        .rank = world.rank(),
+                                        .world = world.size(),
+                                        .device_name = device_name,
+                                        .ops_run_on_host = !run.device.is_cuda(),
+                                        .ceilings = zb::measure_device_ceilings(*backend, allocator, run.options.dtype),
+                                        .print = printer});
+  }
+  zb::Trainer trainer(run.options, traced ? *traced : *backend, allocator, *data, comm.get());
   auto print = [&](const std::string& line) {
     if (!printer) return;
     std::printf("%s\n", line.c_str());
@@ -79,7 +106,6 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   };
 
   const auto& o = run.options;
-  const std::string device_name = run.device.is_cuda() ? zb::cuda_device_name(run.device.index) : "CPU";
   zb::ThroughputModel throughput{zb::training_flops_per_token(o.model, o.seq), std::nullopt, world.size(),
                                  run.device.is_cuda() ? "GPU" : "rank"};
   // MFU against the 16-bit tensor-core peak (bf16's and fp16's are the same) only when training in one of them
@@ -109,12 +135,15 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   const int64_t first_summarised = std::clamp<int64_t>(extra.warmup_steps, 0, run.num_steps - 1);
   for (int64_t i = 0; i < run.num_steps; ++i) {
     if (i == first_summarised) telemetry.start();
+    if (profiler) profiler->before_step(i + 1);
     steps.push_back(trainer.step());
     summarised.note_step(steps.back());
     if (i >= first_summarised) summarised.add(steps.back(), world.size());
     print(zb::format_step(steps.back(), run.num_steps, throughput));
+    if (profiler) profiler->after_step(i + 1);
   }
   telemetry.stop();
+  if (profiler) profiler->finish();
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
   zb::MeasuredMemory memory;
   memory.add_peaks(allocator);
@@ -130,6 +159,8 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     zb::fill_measurements(record, o, summarised, memory, mine,
                           {.repeat = 1, .peak_tflops = throughput.peak_tflops, .gpu_hour_usd = std::nullopt},
                           agreement);
+    if (profiler)
+      if (const auto fields = zb::profile_record_fields(profiler->windows())) zb::fill_profile(record, *fields);
     if (printer) {
       zb::write_file_atomically(extra.json_path, zb::records_json_text({record}));  // as zero_bench writes its
       print(zb::cat("record: ", extra.json_path));

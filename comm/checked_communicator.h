@@ -42,6 +42,7 @@ class CheckedCommunicator final : public Communicator {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string describe() const override { return inner_.describe() + ", collectives checked"; }
+  void* stream() const override { return inner_.stream(); }
   CommTicket all_reduce_sum(Tensor& data) override;
   CommTicket reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   CommTicket all_gather(const Tensor& in, Tensor& out) override;

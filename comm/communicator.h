@@ -30,6 +30,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string describe() const = 0;  // e.g. "NCCL 2.27.3, 2 ranks" or "MPI (Open MPI 4.1.4), 3 ranks"
+  // The device queue the collectives run on (a cudaStream_t for NCCL), for a trace to name; nullptr for MPI.
+  virtual void* stream() const { return nullptr; }
 
   // Tensors are contiguous, of dtype f32, bf16 or f64, on the implementation's device kind.
   // data = the sum over ranks of data (every rank gets identical bits).

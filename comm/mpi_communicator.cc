@@ -8,6 +8,7 @@
 #include "comm/mpi_comm.h"
 #include "comm/mpi_world.h"
 #include "core/check.h"
+#include "core/trace.h"
 
 namespace zb {
 namespace {
@@ -48,6 +49,7 @@ std::string MpiCommunicator::describe() const {
 }
 
 CommTicket MpiCommunicator::all_reduce_sum(Tensor& data) {
+  TraceScope scope(TraceCategory::collective, "all_reduce", 0, double(data.bytes()));
   check_host(data);
   const MPI_Datatype type = mpi_type(data.dtype);
   const int count = mpi_count(data.numel());
@@ -60,6 +62,7 @@ CommTicket MpiCommunicator::all_reduce_sum(Tensor& data) {
 }
 
 CommTicket MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  TraceScope scope(TraceCategory::collective, "reduce_scatter", 0, double(in.bytes()));
   check_host(in);
   const bool in_place = check_reduce_scatter(in, out, rank(), size());
   const MPI_Datatype type = mpi_type(in.dtype);
@@ -77,6 +80,7 @@ CommTicket MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 CommTicket MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  TraceScope scope(TraceCategory::collective, "all_gather", 0, double(out.bytes()));
   check_host(in);
   const bool in_place = check_all_gather(in, out, rank(), size());
   const MPI_Datatype type = mpi_type(in.dtype);
@@ -91,6 +95,7 @@ CommTicket MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
 }
 
 CommTicket MpiCommunicator::broadcast(Tensor& data, int root) {
+  TraceScope scope(TraceCategory::collective, "broadcast", 0, double(data.bytes()));
   check_host(data);
   check_root(root, size());
   ZB_MPI_CHECK(MPI_Bcast(data.data, mpi_count(data.numel()), mpi_type(data.dtype), root, comm_->get()));
@@ -98,6 +103,7 @@ CommTicket MpiCommunicator::broadcast(Tensor& data, int root) {
 }
 
 CommTicket MpiCommunicator::copy(const Tensor& src, Tensor& dst) {
+  TraceScope scope(TraceCategory::copy, "copy", 0, double(src.bytes()));
   check_host(src);
   check_host(dst);
   ZB_CHECK(src.bytes() == dst.bytes(), "copy of ", src.describe(), " into ", dst.describe());

@@ -124,8 +124,12 @@ void NcclCommunicator::check_tensor(const Tensor& tensor) const {
            " got ", tensor.describe());
 }
 
-CommTicket NcclCommunicator::start_collective() {
-  if (in_group_) return issued_;  // begin_group already ordered the group after the compute stream
+CommTicket NcclCommunicator::start_collective(const char* kind, double bytes) {
+  if (in_group_) {
+    if (trace_scope_) trace_scope_->add_bytes(bytes);
+    return issued_;  // begin_group already ordered the group after the compute stream
+  }
+  trace_scope_.emplace(TraceCategory::collective, kind, 0, bytes);
   ZB_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_stream_));
   ZB_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
   return ++issued_;
@@ -135,13 +139,14 @@ CommTicket NcclCommunicator::finish_collective(CommTicket ticket) {
   if (in_group_) return ticket;  // end_group records the group's event, once its collectives are launched
   ZB_CUDA_CHECK(cudaEventRecord(event_of(ticket), comm_stream_));
   recorded_ = ticket;
+  trace_scope_.reset();
   return ticket;
 }
 
 CommTicket NcclCommunicator::all_reduce_sum(Tensor& data) {
   check_tensor(data);
   const ncclDataType_t type = nccl_type(data.dtype);
-  const CommTicket ticket = start_collective();
+  const CommTicket ticket = start_collective("all_reduce", double(data.bytes()));
   ZB_NCCL_CHECK(ncclAllReduce(data.data, data.data, as_count(data.numel()), type, ncclSum, comm_, comm_stream_));
   return finish_collective(ticket);
 }
@@ -152,7 +157,7 @@ CommTicket NcclCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   // in), so both cases are one call.
   check_reduce_scatter(in, out, rank_, size_);
   const ncclDataType_t type = nccl_type(in.dtype);
-  const CommTicket ticket = start_collective();
+  const CommTicket ticket = start_collective("reduce_scatter", double(in.bytes()));
   ZB_NCCL_CHECK(ncclReduceScatter(in.data, out.data, as_count(out.numel()), type, ncclSum, comm_, comm_stream_));
   return finish_collective(ticket);
 }
@@ -161,7 +166,7 @@ CommTicket NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
   check_tensor(in);
   check_all_gather(in, out, rank_, size_);  // in place when in is rank's slice of out, as NCCL defines it
   const ncclDataType_t type = nccl_type(in.dtype);
-  const CommTicket ticket = start_collective();
+  const CommTicket ticket = start_collective("all_gather", double(out.bytes()));
   ZB_NCCL_CHECK(ncclAllGather(in.data, out.data, as_count(in.numel()), type, comm_, comm_stream_));
   return finish_collective(ticket);
 }
@@ -170,7 +175,7 @@ CommTicket NcclCommunicator::broadcast(Tensor& data, int root) {
   check_tensor(data);
   check_root(root, size_);
   const ncclDataType_t type = nccl_type(data.dtype);
-  const CommTicket ticket = start_collective();
+  const CommTicket ticket = start_collective("broadcast", double(data.bytes()));
   ZB_NCCL_CHECK(ncclBroadcast(data.data, data.data, as_count(data.numel()), type, root, comm_, comm_stream_));
   return finish_collective(ticket);
 }
@@ -203,7 +208,8 @@ CommTicket NcclCommunicator::copy(const Tensor& src, Tensor& dst) {
   }
   timed.to_host = dst.device.is_cpu();
   timed.bytes = double(src.bytes());
-  const CommTicket ticket = start_collective();
+  // Queued as a collective is, and traced as one (its launch); the device's record of the copy is the work.
+  const CommTicket ticket = start_collective("copy", timed.bytes);
   ZB_CUDA_CHECK(cudaEventRecord(timed.start, comm_stream_));
   ZB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, comm_stream_));
   ZB_CUDA_CHECK(cudaEventRecord(timed.end, comm_stream_));
@@ -213,7 +219,9 @@ CommTicket NcclCommunicator::copy(const Tensor& src, Tensor& dst) {
 
 void NcclCommunicator::host_wait(CommTicket ticket) {
   check_waitable(ticket);
-  if (ticket != 0) ZB_CUDA_CHECK(cudaEventSynchronize(event_of(ticket)));
+  if (ticket == 0) return;
+  TraceScope waiting(TraceCategory::wait, "wait_for_communication");
+  ZB_CUDA_CHECK(cudaEventSynchronize(event_of(ticket)));
 }
 
 namespace {
@@ -252,7 +260,7 @@ CopyTimes NcclCommunicator::take_copy_times() {
 
 void NcclCommunicator::begin_group() {
   ZB_CHECK(!in_group_, "NcclCommunicator groups do not nest");
-  start_collective();  // takes the group's ticket and orders the group after the compute stream
+  start_collective("group", 0);  // takes the group's ticket and orders the group after the compute stream
   ZB_NCCL_CHECK(ncclGroupStart());
   in_group_ = true;
 }

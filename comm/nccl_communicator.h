@@ -13,10 +13,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/trace.h"
 
 struct ncclComm;
 struct CUstream_st;
@@ -66,6 +68,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override;
 
   void* comm_stream() const { return comm_stream_; }
+  void* stream() const override { return comm_stream_; }
   int nccl_version() const { return nccl_version_; }  // as ncclGetVersion reports it: 22803 for 2.28.3
   int cuda_device() const { return cuda_device_; }
 
@@ -74,7 +77,10 @@ class NcclCommunicator final : public Communicator {
 
   // Before a collective outside a group: the communication stream waits for the compute stream, and a
   // new ticket is taken. After it: the ticket's event is recorded on the communication stream.
-  CommTicket start_collective();
+  // Each opens (start) and closes (finish) the collective's slice in a trace, where one is taken: `kind`
+  // ("all_gather", ...) and its bytes (the whole buffer's, as NCCL's tests count them). Inside a group the
+  // group's slice, open from begin_group to end_group where NCCL launches, takes them.
+  CommTicket start_collective(const char* kind, double bytes);
   CommTicket finish_collective(CommTicket ticket);
   CUevent_st* event_of(CommTicket ticket) const;
   void check_tensor(const Tensor& tensor) const;
@@ -103,6 +109,7 @@ class NcclCommunicator final : public Communicator {
   CommTicket issued_ = 0;     // the latest ticket handed out
   CommTicket recorded_ = 0;   // the latest ticket whose event is recorded (behind issued_ inside a group)
   bool in_group_ = false;
+  std::optional<TraceScope> trace_scope_;  // the open collective's or group's slice
 };
 
 }  // namespace zb

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/trace.h"
 #include "offload/cpu_optimizer.h"
 
 namespace zb {
@@ -215,6 +216,7 @@ HostOptimizer::SpeculationCounts HostOptimizer::speculation_counts() {
 }
 
 void HostOptimizer::wait_unit(size_t u) {
+  TraceScope waiting(TraceCategory::wait, "wait_for_host_update");
   std::unique_lock lock(shared_->mutex);
   shared_->changed.wait(lock, [&] { return shared_->done[u] || shared_->error; });
   if (shared_->error) std::rethrow_exception(shared_->error);
@@ -226,6 +228,7 @@ bool HostOptimizer::unit_done(size_t u) {
 }
 
 void HostOptimizer::finish() {
+  TraceScope waiting(TraceCategory::wait, "wait_for_host_update");
   std::unique_lock lock(shared_->mutex);
   shared_->changed.wait(lock, [this] { return !shared_->running && !shared_->job_pending; });
   if (shared_->error) std::rethrow_exception(shared_->error);
@@ -254,6 +257,7 @@ void HostOptimizer::mark_done(size_t u) {
 // first out left the first blocks to the job and the forward of all the later ones after it.
 void HostOptimizer::run_worker() {
   use_optimizer_threads(threads_);
+  Tracer::get().name_this_thread("host update");
   Shared& s = *shared_;
   std::unique_lock lock(s.mutex);
   for (;;) {
@@ -348,6 +352,7 @@ CpuOptimizerShard HostOptimizer::shard_of(size_t u, float* master, void* moments
 }
 
 void HostOptimizer::speculate_unit(size_t u, const OptimizerParams& params) {
+  TraceScope slice(TraceCategory::unit, store_.layout().unit(u).name + " update (speculative)");
   Unit& unit = units_[u];
   void* weights = store_.params_on_host() ? store_.optimizer_params(u).data : unit.spare_weights.data();
   CpuOptimizerShard shard = shard_of(u, static_cast<float*>(unit.spare.master.data()), unit.spare.moments.data(), weights);
@@ -362,6 +367,7 @@ void HostOptimizer::speculate_unit(size_t u, const OptimizerParams& params) {
 
 void HostOptimizer::update_unit(size_t u, float* master, void* moments, const OptimizerParams& params,
                                 OffloadTimes& times) {
+  TraceScope slice(TraceCategory::unit, store_.layout().unit(u).name + " update");
   const auto start = Clock::now();
   // The new weights may overwrite the gradient in place: each position is read before it is written.
   cpu_optimizer_step(shard_of(u, master, moments, updated_weights(u).data), params);
@@ -388,6 +394,9 @@ void HostOptimizer::update_from_file(const std::vector<size_t>& order, const Opt
                                      OffloadTimes& times) {
   auto transfer = [this](bool write, size_t u, int k) {
     return std::async(std::launch::async, [this, write, u, k] {
+      TraceScope slice(TraceCategory::nvme, write ? "nvme_write" : "nvme_read", 0, double(state_bytes(units_[u])));
+      slice.set_detail(store_.layout().unit(u).name);
+      slice.move_to(Tracer::get().shared_lane(write ? "nvme writes" : "nvme reads"));
       const auto start = Clock::now();
       if (write) {
         file_->write(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);

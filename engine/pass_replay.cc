@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/strings.h"
+#include "core/trace.h"
 
 namespace zb {
 
@@ -26,7 +27,9 @@ std::string PassReplay::describe() const {
 
 PassReplay::Marks PassReplay::run(int key, const Segments& segments) {
   const auto as_usual = [&] { return timed(segments.size(), [&](size_t i) { segments[i](); }); };
-  if (!on()) return as_usual();
+  // While a trace window is open every pass is queued launch by launch, so that each kernel carries the
+  // operation that launched it (a replay's kernels carry the replay's launch only); nothing is recorded then.
+  if (!on() || Tracer::get().is_open()) return as_usual();
   Recording& r = recordings_[key];
   // The first pass of its kind settles what a recording will hold; a stale recording is made again.
   if (++r.passes == 1) return as_usual();

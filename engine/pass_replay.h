@@ -4,7 +4,8 @@
 // on the same buffers every step, so each kind is recorded once and replayed: the first pass of a kind runs
 // as usual (it settles the GEMM algorithms, the attention plans and the scratch sizes), the second is
 // recorded and replayed, the later ones replayed. A pass the backend could not record runs as usual, and
-// replay stays off from then on, with the reason kept for the report.
+// replay stays off from then on, with the reason kept for the report. While a trace window is open (core/trace.h)
+// passes are queued as usual.
 //
 // A pass is a list of segments (the forward with the loss, then the backward), each recorded on its own, so
 // that the events timing them are recorded between replays, outside the recordings.

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/trace.h"
 #include "models/rope_frequencies.h"
 
 namespace zb {
@@ -81,6 +82,7 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   forward_needs_block(0);
   norm_forward(acts_.residual[0], params_.blocks[0].ln1_weight, params_.blocks[0].ln1_bias, acts_.layers[0].ln1);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
+    TraceScope unit(TraceCategory::unit, unit_pass_name(l, "forward"));
     LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     block_forward_to_activation(l);
@@ -152,6 +154,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   backward_done(final);
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
+    TraceScope unit(TraceCategory::unit, unit_pass_name(l, "backward"));
     const GradWrite write = backward_needs(layout_.block_unit(l));
     const GradWrite adapter_write = layout_.has_adapters() ? backward_needs(layout_.adapter_unit(l)) : write;
     recompute_block(l);
@@ -266,6 +269,10 @@ const Tensor& Transformer::adapter_input(int64_t l, AdaptedLinear linear, const 
   dropped_ = acts_.lora_dropped.flat_slice(0, x.numel()).reshaped(x.shape);
   backend_.dropout_mask(x, config_.lora.dropout, dropout_seed_, dropout_stream(l, linear), dropped_);
   return dropped_;
+}
+
+std::string Transformer::unit_pass_name(int64_t l, const char* pass) const {
+  return layout_.unit(layout_.block_unit(l)).name + " " + pass;
 }
 
 void Transformer::forward_needs_block(int64_t l) {

@@ -11,10 +11,13 @@
 #include <type_traits>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "core/bf16.h"
 #include "core/f16.h"
 #include "core/check.h"
+#include "core/trace.h"
 #include "kernels/blockwise_quantization.h"
 #include "offload/cpu_optimizer_8bit.h"
 
@@ -300,6 +303,24 @@ std::string_view simd_level_name(SimdLevel level) {
 
 namespace {
 
+// One OpenMP thread's share of an update, as a slice of its own in a trace (where one is taken): from the
+// parallel region's start to the thread's last chunk. Each thread is named after its number in the team once.
+class OptimizerThreadSlice {
+ public:
+  OptimizerThreadSlice() {
+    if (!Tracer::get().is_open()) return;
+    // (Thread 0 is the caller, named by its own code: the host update's thread.)
+    thread_local bool named = false;
+    if (!named && omp_get_thread_num() != 0)
+      Tracer::get().name_this_thread("cpu optimizer " + std::to_string(omp_get_thread_num()));
+    named = true;
+    slice_.emplace(TraceCategory::cpu_optimizer, "cpu_optimizer");
+  }
+
+ private:
+  std::optional<TraceScope> slice_;
+};
+
 // A skipped step: the weights the master rounds to, and nothing else changes (out of place, the state is
 // copied to where the step's output belongs).
 void write_weights_of_master(const CpuOptimizerShard& shard) {
@@ -335,20 +356,24 @@ void step_8bit(const CpuOptimizerShard& s, const OptimizerParams& params, SimdLe
   with_model_type(s.model, [&]<typename Model>() {
     const Model* grad = static_cast<const Model*>(s.grad);
     Model* out = static_cast<Model*>(s.params_out);
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t begin = b * kQuantizationBlock, count = std::min(kQuantizationBlock, s.n - begin);
-      float g[kQuantizationBlock];
-      for (int64_t k = 0; k < count; ++k) g[k] = load_value(grad, begin + k);
-      if (level == SimdLevel::avx512 && vector_takes_block(count)) {
-        adam_8bit_block_avx512(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
-      } else if (level == SimdLevel::avx2 && vector_takes_block(count)) {
-        adam_8bit_block_avx2(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
-      } else {
-        adam_8bit_block(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
-      }
-      if (out) {
-        for (int64_t k = 0; k < count; ++k) store_value(out, begin + k, s.master[begin + k]);
+#pragma omp parallel
+    {
+      const OptimizerThreadSlice slice;
+#pragma omp for schedule(dynamic, 4) nowait
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kQuantizationBlock, count = std::min(kQuantizationBlock, s.n - begin);
+        float g[kQuantizationBlock];
+        for (int64_t k = 0; k < count; ++k) g[k] = load_value(grad, begin + k);
+        if (level == SimdLevel::avx512 && vector_takes_block(count)) {
+          adam_8bit_block_avx512(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+        } else if (level == SimdLevel::avx2 && vector_takes_block(count)) {
+          adam_8bit_block_avx2(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+        } else {
+          adam_8bit_block(master_in + begin, s.master + begin, g, count, in, *s.quantized, b, params);
+        }
+        if (out) {
+          for (int64_t k = 0; k < count; ++k) store_value(out, begin + k, s.master[begin + k]);
+        }
       }
     }
   });
@@ -375,16 +400,20 @@ void cpu_optimizer_step(const CpuOptimizerShard& shard, const OptimizerParams& p
   const int64_t chunks = (shard.n + kChunk - 1) / kChunk;
   with_model_type(shard.model, [&]<typename Model>() {
     constexpr bool kHalf = std::is_same_v<Model, F16>;
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
-      if constexpr (std::is_same_v<Model, float>) {
-        step_scalar<float>(shard, c, begin, end);  // (the CPU backend's dtype: no vector path)
-      } else {
-        switch (level) {
-          case SimdLevel::avx512: step_avx512<kHalf>(shard, c, streaming, begin, end); break;
-          case SimdLevel::avx2: step_avx2<kHalf>(shard, c, streaming, begin, end); break;
-          case SimdLevel::scalar: step_scalar<Model>(shard, c, begin, end); break;
+#pragma omp parallel
+    {
+      const OptimizerThreadSlice slice;
+#pragma omp for schedule(dynamic, 4) nowait
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t begin = chunk * kChunk, end = std::min(shard.n, begin + kChunk);
+        if constexpr (std::is_same_v<Model, float>) {
+          step_scalar<float>(shard, c, begin, end);  // (the CPU backend's dtype: no vector path)
+        } else {
+          switch (level) {
+            case SimdLevel::avx512: step_avx512<kHalf>(shard, c, streaming, begin, end); break;
+            case SimdLevel::avx2: step_avx2<kHalf>(shard, c, streaming, begin, end); break;
+            case SimdLevel::scalar: step_scalar<Model>(shard, c, begin, end); break;
+          }
         }
       }
     }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build
           libopenmpi-dev openmpi-bin
-          libboost-program-options-dev nlohmann-json3-dev libgtest-dev libaio-dev)
+          libboost-program-options-dev nlohmann-json3-dev libgtest-dev libaio-dev zlib1g-dev)
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

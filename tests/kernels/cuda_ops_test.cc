@@ -8,17 +8,22 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <tuple>
 #include <utility>
 
 #include "core/cuda_check.h"
 #include "core/strings.h"
+#include "core/trace.h"
 #include "kernels/blockwise_quantization.h"
 #include "kernels/clip_factor.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_dtype.h"
 #include "kernels/cuda/gemm_algorithm_timing.h"
+#include "kernels/device_activity.h"
 #include "support/cuda_fixture.h"
 
 namespace zb {
@@ -824,6 +829,102 @@ TEST(CudaBackend, OutOfMemoryIsAnErrorTheProcessSurvives) {
   Buffer ok = allocator.allocate(size_t(1) << 20, MemoryPool::activations);
   EXPECT_FALSE(ok.empty()) << "and allocation works again afterwards";
   EXPECT_EQ(allocator.total().current, size_t(1) << 20);
+}
+
+// The device's record of a traced window (CUPTI, kernels/device_activity.h). Skipped without a GPU, in a build
+// without CUPTI, and where CUPTI is not this process's to use (another profiler holds it).
+class CudaDeviceActivity : public ::testing::Test, protected test::CudaFixture {
+ protected:
+  void SetUp() override {
+    if (!start()) GTEST_SKIP() << "no CUDA GPU";
+    try {
+      activity = make_device_activity(Device::cuda(0));
+    } catch (const Error& e) {
+      GTEST_SKIP() << e.what();
+    }
+    if (!activity) GTEST_SKIP() << "built without CUPTI";
+  }
+
+  static const TraceSlice& named(const std::vector<TraceSlice>& slices, const std::string& name) {
+    const auto it = std::find_if(slices.begin(), slices.end(), [&](const TraceSlice& s) { return s.name == name; });
+    if (it == slices.end()) throw Error("no slice named " + name);
+    return *it;
+  }
+  static std::vector<TraceSlice> launched_by(const std::vector<TraceSlice>& slices, const TraceSlice& scope) {
+    std::vector<TraceSlice> launched;
+    std::copy_if(slices.begin(), slices.end(), std::back_inserter(launched),
+                 [&](const TraceSlice& s) { return s.launched_by == scope.id; });
+    return launched;
+  }
+
+  std::unique_ptr<DeviceActivity> activity;
+};
+
+// Each op's work carries its scope's id and lies between the scope's start and the synchronisation after it,
+// on the lane of the backend's stream: the matmul's kernels, the pinned upload's bytes, the memset's bytes.
+TEST_F(CudaDeviceActivity, DeviceWorkCarriesTheScopeThatLaunchedIt) {
+  constexpr int64_t n = 64, k = 128, m = 96;
+  const Tensor x = upload(std::vector<float>(n * k, 0.5f), {n, k}, DType::f32);
+  const Tensor w = upload(std::vector<float>(m * k, 0.25f), {m, k}, DType::f32);
+  Tensor y = poisoned({n, m}, DType::f32), uploaded = poisoned({n, k}, DType::f32);
+  TrackingAllocator pinned_allocator(std::make_unique<PinnedHostMemory>());
+  const Buffer pinned = pinned_allocator.allocate(Shape{n, k}, DType::f32, MemoryPool::workspace);
+  const Tensor staged = pinned.view({n, k}, DType::f32);
+  activity->name_stream(gpu->native_stream(), "compute");
+  gpu->synchronize();  // the uploads above stay out of the window
+
+  Tracer& tracer = Tracer::get();
+  tracer.open();
+  activity->start();
+  {
+    TraceScope op(TraceCategory::op, "matmul_forward");
+    gpu->matmul_forward(x, w, Tensor{}, y);
+  }
+  {
+    TraceScope op(TraceCategory::op, "copy_queued");
+    gpu->copy_queued(staged, uploaded);
+  }
+  {
+    TraceScope op(TraceCategory::op, "fill_zero");
+    gpu->fill_zero(y);
+  }
+  gpu->synchronize();
+  const int64_t synchronized = trace_clock_ns();
+  std::vector<TraceSlice> device;
+  activity->stop(device);
+  const std::vector<TraceSlice> host = tracer.close();
+  const std::map<uint32_t, std::string> lanes = activity->stream_names();
+
+  const auto within = [&](const TraceSlice& slice, const TraceSlice& scope) {
+    EXPECT_TRUE(slice.lane.device) << slice.name;
+    EXPECT_LT(slice.start_ns, slice.end_ns) << slice.name;
+    EXPECT_GE(slice.start_ns, scope.start_ns) << slice.name << " starts before " << scope.name << " launched it";
+    EXPECT_LE(slice.end_ns, synchronized) << slice.name << " ends after the synchronisation";
+    EXPECT_EQ(lanes.count(slice.lane.id) ? lanes.at(slice.lane.id) : "", "compute") << slice.name;
+  };
+  const TraceSlice matmul = named(host, "matmul_forward");  // (copies: g++ 13 warns of a reference)
+  const std::vector<TraceSlice> matmul_work = launched_by(device, matmul);
+  const auto kernels = std::count_if(matmul_work.begin(), matmul_work.end(), [](const TraceSlice& s) {
+    return s.category == TraceCategory::kernel && s.detail.starts_with("grid [");
+  });
+  EXPECT_GE(kernels, 1) << "the matmul's kernels carry its scope's id";
+  for (const TraceSlice& slice : matmul_work) within(slice, matmul);
+
+  const TraceSlice copy = named(host, "copy_queued");
+  const std::vector<TraceSlice> copies = launched_by(device, copy);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].category, TraceCategory::copy);
+  EXPECT_EQ(copies[0].bytes, double(n * k * sizeof(float)));
+  EXPECT_TRUE(copies[0].detail.starts_with("HtoD")) << copies[0].detail;
+  within(copies[0], copy);
+
+  const TraceSlice fill = named(host, "fill_zero");
+  const std::vector<TraceSlice> memsets = launched_by(device, fill);
+  ASSERT_EQ(memsets.size(), 1u);
+  EXPECT_EQ(memsets[0].category, TraceCategory::copy);
+  EXPECT_EQ(memsets[0].bytes, double(n * m * sizeof(float)));
+  EXPECT_EQ(memsets[0].detail, "memset");
+  within(memsets[0], fill);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f16),

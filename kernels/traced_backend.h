@@ -1,0 +1,100 @@
+// TracedBackend: a Backend that forwards every call to another and wraps each operation in a TraceScope
+// (core/trace.h): its name, and the floating-point operations and bytes it does by its arguments' shapes, so that
+// a profile's summary can set each operation's time beside its work. On a GPU the scope is the launch, and the
+// kernels it launches carry its id (the device's activity, kernels/device_activity.h); on the CPU it is the work.
+// The programs put it in front of their backend when a profile is asked for; closed, a call costs one relaxed
+// atomic load more.
+//
+// Work: a GEMM of [r, k] by [k, c] is 2 r k c operations; causal attention's forward 2 B H T^2 D (its two
+// products over the half of the scores a causal mask keeps), its backward 2.5 times that (four products and the
+// recomputed scores); bytes are those of the tensors an operation reads and writes, once each (a floor: what a
+// kernel that reads each input once moves).
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace zb {
+
+class TracedBackend final : public Backend {
+ public:
+  explicit TracedBackend(Backend& inner) : inner_(inner) {}
+  Backend& inner() { return inner_; }
+
+  Device device() const override { return inner_.device(); }
+  void* native_stream() const override { return inner_.native_stream(); }
+  std::string kernel_choices() const override { return inner_.kernel_choices(); }
+  void copy(const Tensor& src, Tensor& dst) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+  void fill_zero(Tensor& t) override;
+  void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, int64_t first, double std) override;
+  void fill_value(Tensor& t, double value) override;
+  void synchronize() override;
+  std::unique_ptr<TimingEvent> record_event() override { return inner_.record_event(); }
+  double elapsed_ms(const TimingEvent& start, const TimingEvent& end) override {
+    return inner_.elapsed_ms(start, end);
+  }
+  bool can_record() const override { return inner_.can_record(); }
+  void begin_recording() override { inner_.begin_recording(); }
+  std::unique_ptr<RecordedWork> end_recording(std::string& why_not) override {
+    return inner_.end_recording(why_not);
+  }
+  void abandon_recording() noexcept override { inner_.abandon_recording(); }
+  void wait_for(const TimingEvent& event) override;
+  void copy_queued(const Tensor& src, Tensor& dst) override;
+
+  void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out, bool accumulate) override;
+  void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable, GradWrite write) override;
+  void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out,
+                         Tensor& mean, Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias, GradWrite write) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
+  void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                  const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) override;
+  void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
+                                float eps, Tensor& out, Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                        Tensor& dweight, GradWrite write) override;
+  void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
+  void matmul_gelu_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& pre,
+                           Tensor& out) override;
+  void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
+                       Tensor& dbias, GradWrite write) override;
+  void matmul_gelu_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, const Tensor& pre,
+                            Tensor& dpre, Tensor& dweight, Tensor& dbias, GradWrite write) override;
+  void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, double alpha, bool accumulate,
+            Tensor& out) override;
+  void dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) override;
+  void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) override;
+  void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                          const AttentionShape& shape, Tensor& dqkv) override;
+  void rope_forward(Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+  void rope_backward(Tensor& dqkv, const Tensor& inv_freq, const AttentionShape& shape) override;
+  void gelu_forward(const Tensor& inp, Tensor& out) override;
+  void gelu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void relu_forward(const Tensor& inp, Tensor& out) override;
+  void relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void swiglu_forward(const Tensor& inp, Tensor& out) override;
+  void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) override;
+  void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,
+                                      Tensor& losses) override;
+  double sum_of_squares(const std::vector<Tensor>& tensors) override;
+  void sum_of_squares_into(const std::vector<Tensor>& tensors, Tensor& total) override;
+  void accumulate_sum(const Tensor& values, double scale, Tensor& total) override;
+  void clip_factor(const Tensor& sum_of_squares, const Tensor& loss, float max_norm, float loss_scale,
+                   Tensor& factor) override;
+  bool begin_aside() override { return inner_.begin_aside(); }
+  void end_aside() override { inner_.end_aside(); }
+  void queue_wait(const TimingEvent& event) override { inner_.queue_wait(event); }
+  void optimizer_step(Tensor& master, const Tensor& grad, Tensor& m, Tensor& v, Tensor& params_out,
+                      const OptimizerParams& params) override;
+  void optimizer_step_8bit(Tensor& master, const Tensor& grad, const QuantizedMoments& moments, Tensor& params_out,
+                           const OptimizerParams& params) override;
+
+ private:
+  Backend& inner_;
+};
+
+}  // namespace zb
