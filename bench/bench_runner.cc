@@ -51,11 +51,8 @@ BenchRunner::BenchRunner(MpiWorld& world, const BenchSettings& settings)
       telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {
   if (!settings_.profile.enabled()) return;
   traced_ = std::make_unique<TracedBackend>(*backend_);
-  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0);
-  if (activity_) {
-    activity_->name_stream(backend_->native_stream(), "compute");
-    if (void* stream = comm_->stream()) activity_->name_stream(stream, "communication");
-  }
+  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0,
+                                        {{backend_->native_stream(), "compute"}, {comm_->stream(), "communication"}});
 }
 
 BenchRunner::~BenchRunner() = default;
@@ -93,7 +90,13 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
   profiled_.reset();
   for (int64_t repeat = 0; repeat < settings_.repeat && outcome.status == kOk; ++repeat) {
     if (repeat == 0 && settings_.profile.enabled() && !ceilings_) {
-      agree(outcome, [&] { ceilings_ = measure_device_ceilings(*backend_, allocator_, options.dtype); });
+      try {
+        ceilings_ = measure_device_ceilings(*backend_, allocator_, options.dtype);
+      } catch (const std::exception& e) {
+        ceilings_ = DeviceCeilings{};  // (not tried again)
+        std::fprintf(stderr, "warning: --profile-dir, rank %d: the device's ceilings could not be measured (%s); the "
+                             "summaries show no share of them\n", world_.rank(), e.what());
+      }
     }
     allocator_.reset_peaks();
     allocator_.set_limit(settings_.device_memory_limit);
@@ -122,6 +125,9 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
                                         .print = world_.rank() == 0});
       }
     });
+    int64_t unprofiled_timed = 0;
+    for (int64_t step = settings_.warmup_steps; step < settings_.warmup_steps + settings_.num_steps; ++step)
+      unprofiled_timed += profiler && profiler->profiles(step + 1) ? 0 : 1;
     if (outcome.status == kOk)
       agree(outcome, [&] {
         for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {
@@ -135,7 +141,10 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
           const StepStats stats = trainer->step();
           if (profiler) profiler->after_step(step + 1);
           timed.note_step(stats);
-          if (step >= settings_.warmup_steps) timed.add(stats, world);
+          // The profiled steps (traced, without pass replay) are left out of the timing, unless no other step
+          // is left to time.
+          const bool profiled = profiler && profiler->profiles(step + 1) && unprofiled_timed > 0;
+          if (step >= settings_.warmup_steps && !profiled) timed.add(stats, world);
           ++progress.step;
           on_step(progress);
         }

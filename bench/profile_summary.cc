@@ -107,7 +107,6 @@ ProfileSummary summarise(const ProfileWindow& window, const DeviceCeilings& ceil
   ProfileSummary summary;
   const std::vector<const TraceSlice*> steps = window_steps(window);
   if (steps.empty()) return summary;
-  const int64_t first = steps.front()->start_ns, last = steps.back()->end_ns;
 
   std::map<uint64_t, const TraceSlice*> launchers;
   for (const TraceSlice& s : window.slices)
@@ -119,16 +118,26 @@ ProfileSummary summarise(const ProfileWindow& window, const DeviceCeilings& ceil
     const std::optional<ExposedCategory> category = busy_category(s, window.ops_run_on_host);
     if (!category) continue;
     busy.push_back({s.start_ns, s.end_ns, *category});
-    const int64_t start = std::max(s.start_ns, first), end = std::min(s.end_ns, last);
-    if (start >= end) continue;
+    // Its parts within the steps (nothing between them counts).
+    int64_t within = 0;
+    for (const TraceSlice* step : steps) {
+      const int64_t start = std::max(s.start_ns, step->start_ns), end = std::min(s.end_ns, step->end_ns);
+      if (start < end) within += end - start;
+    }
+    if (within == 0) continue;
     const auto launcher = launchers.find(s.launched_by);
     const TraceSlice* by = s.lane.device && launcher != launchers.end() ? launcher->second : nullptr;
     std::string name = by ? by->name : s.name;
     if (s.category == TraceCategory::cpu_optimizer) name = "cpu_optimizer";  // one row; the units are in the trace
     RowTotals& row = rows[name];
-    row.category_ns[size_t(*category)] += double(end - start);
-    row.spans.push_back({start, end});
-    if (row.collective_name.empty() || bus_bandwidth_factor(row.collective_name, 2) == 0) row.collective_name = s.name;
+    row.category_ns[size_t(*category)] += double(within);
+    for (const TraceSlice* step : steps) {
+      const int64_t start = std::max(s.start_ns, step->start_ns), end = std::min(s.end_ns, step->end_ns);
+      if (start < end) row.spans.push_back({start, end});
+    }
+    // A collective's kind: its launch's name ("all_gather"), or where that was a group of them, its kernel's.
+    const std::string kind = by && by->name != "group" ? by->name : s.name;
+    if (row.collective_name.empty() || bus_bandwidth_factor(row.collective_name, 2) == 0) row.collective_name = kind;
     if (by) {
       if (row.launchers.insert(by->id).second) {
         ++row.calls;
@@ -229,6 +238,11 @@ std::string format_summary(const ProfileWindow& window, const ProfileSummary& su
     std::snprintf(line, sizeof line, "%-34s %-13s %7lld %10.3f %9s %6.1f%%\n", rest.name.c_str(), "",
                   (long long)rest.calls, rest.total_ms, "", 100 * rest.share_of_steps);
     out += line;
+  }
+  if (!window.device_work_recorded) {
+    out += "\nthe device's own work was not recorded (this build or this process has no CUPTI): its kernels, copies "
+           "and collectives are missing, so no exposed times or bottleneck can be told from this window\n";
+    return out;
   }
   out += "\nexposed time per step, ms (each moment to the first busy category in this order; they sum to the step)\n";
   std::snprintf(line, sizeof line, "%-20s %10s", "step", "step");

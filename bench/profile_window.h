@@ -25,6 +25,9 @@ struct ProfileWindow {
   // The CPU backend runs its ops on the host: their slices are the compute itself. On a GPU an op's host slice
   // is its launch, and its kernels (device slices) are the compute.
   bool ops_run_on_host = false;
+  // False where a GPU's own work was not recorded (no CUPTI): the window has the host's slices only, and no
+  // exposed times can be told from them.
+  bool device_work_recorded = true;
   std::string device_name;  // "NVIDIA H200", "cpu"
 };
 

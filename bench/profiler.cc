@@ -25,7 +25,18 @@ Profiler::Profiler(const ProfileOptions& options, std::string config, int64_t la
     : options_(options),
       config_(std::move(config)),
       schedule_(options.schedule_for(last_step)),
-      context_(std::move(context)) {}
+      context_(std::move(context)) {
+  bool records = false;
+  for (int64_t step = 1; step <= last_step && !records; ++step) {
+    const ProfileAction action = schedule_.action(step);
+    records = action == ProfileAction::record || action == ProfileAction::record_and_save;
+  }
+  if (!records && context_.print)
+    warn("--profile-schedule " + schedule_.describe() + " records none of the " + std::to_string(last_step) +
+         " steps of " + config_);
+}
+
+bool Profiler::profiles(int64_t step) const { return schedule_.action(step) != ProfileAction::none; }
 
 Profiler::~Profiler() { close_without_writing(); }
 
@@ -43,6 +54,8 @@ void Profiler::before_step(int64_t step) {
   steps_.push_back(step);
   step_scope_.emplace(TraceCategory::step, "ProfilerStep#" + std::to_string(step));
 }
+
+void Profiler::end_step_slice() { step_scope_.reset(); }
 
 void Profiler::after_step(int64_t step) {
   step_scope_.reset();
@@ -68,7 +81,14 @@ void Profiler::open_window() {
     const double rank0 = context_.comm->sum_over_ranks(context_.rank == 0 ? double(mine) : 0.0);
     clock_offset_ns_ = int64_t(rank0) - mine;
   }
-  if (context_.activity) context_.activity->start();
+  if (context_.activity) {
+    try {
+      context_.activity->start();
+    } catch (const std::exception& e) {
+      warn(std::string("the device's work cannot be recorded (") + e.what() + "); this window has the host's only");
+      context_.activity = nullptr;
+    }
+  }
   Tracer::get().name_this_thread("main");
   Tracer::get().open();
   open_ = true;
@@ -82,6 +102,7 @@ void Profiler::close_without_writing() noexcept {
   Tracer::get().close();
   if (context_.activity) {
     try {
+      if (context_.backend) context_.backend->synchronize();  // (stop's contract: the recorded work has finished)
       std::vector<TraceSlice> dropped;
       context_.activity->stop(dropped);
     } catch (const std::exception&) {
@@ -103,16 +124,17 @@ ProfileWindow Profiler::window_of(std::vector<TraceSlice> slices) const {
   for (const TraceSlice& s : slices)
     if (s.category == TraceCategory::step) steps.push_back({s.start_ns, s.end_ns});
   std::sort(steps.begin(), steps.end());
-  for (TraceSlice& s : slices) {
-    // The step the slice starts in; it is cut at that step's end (a host update running on past it).
-    const auto after = std::upper_bound(steps.begin(), steps.end(), std::make_pair(s.start_ns, INT64_MAX));
-    if (after == steps.begin()) continue;
-    const int64_t end = (after - 1)->second;
-    if (s.start_ns >= end) continue;
-    s.end_ns = std::min(s.end_ns, end);
-    s.start_ns += clock_offset_ns_;
-    s.end_ns += clock_offset_ns_;
-    w.slices.push_back(std::move(s));
+  for (const TraceSlice& s : slices) {
+    // Its part in each step it overlaps (a host update that began before the step, or runs on into the next):
+    // what lies between the steps is not part of the window.
+    for (const auto& [step_start, step_end] : steps) {
+      const int64_t start = std::max(s.start_ns, step_start), end = std::min(s.end_ns, step_end);
+      if (start > end || (start == end && s.start_ns != s.end_ns)) continue;
+      TraceSlice part = s;
+      part.start_ns = start + clock_offset_ns_;
+      part.end_ns = end + clock_offset_ns_;
+      w.slices.push_back(std::move(part));
+    }
   }
   for (const auto& [id, name] : Tracer::get().thread_names()) w.lane_names[{false, id}] = name;
   if (context_.activity)
@@ -120,16 +142,35 @@ ProfileWindow Profiler::window_of(std::vector<TraceSlice> slices) const {
   return w;
 }
 
+// A profile that cannot be taken or written (a full disk, a device that stops recording) is reported and the run
+// goes on: the training is what the user came for.
 void Profiler::write_window() {
+  try {
+    write_window_files();
+  } catch (const std::exception& e) {
+    close_without_writing();
+    warn(std::string("the window of steps ") + steps_text(steps_) + " was not written: " + e.what());
+  }
+  steps_.clear();
+}
+
+void Profiler::warn(const std::string& what) const {
+  std::fprintf(stderr, "warning: --profile-dir, rank %d: %s\n", context_.rank, what.c_str());
+  std::fflush(stderr);
+}
+
+void Profiler::write_window_files() {
   if (context_.backend) context_.backend->synchronize();  // the device's work of the window, finished
   std::vector<TraceSlice> slices = Tracer::get().close();
-  if (context_.activity) context_.activity->stop(slices);
   open_ = false;
   recording_ = false;
+  if (context_.activity) context_.activity->stop(slices);
   ProfiledWindow written;
   written.steps = steps_;
-  const ProfileWindow window = window_of(std::move(slices));
+  ProfileWindow window = window_of(std::move(slices));
+  window.device_work_recorded = context_.ops_run_on_host || context_.activity != nullptr;
   written.summary = summarise(window, context_.ceilings);
+  written.device_work_recorded = window.device_work_recorded;
   // A name no earlier run used in this folder.
   namespace fs = std::filesystem;
   const std::string base = config_ + "_steps" + steps_text(steps_);
@@ -161,11 +202,11 @@ void Profiler::write_window() {
     std::fflush(stdout);
   }
   windows_.push_back(std::move(written));
-  steps_.clear();
 }
 
 std::optional<ProfileRecordFields> profile_record_fields(const std::vector<ProfiledWindow>& windows) {
-  if (windows.empty() || windows.front().summary.steps.empty()) return std::nullopt;
+  if (windows.empty() || windows.front().summary.steps.empty() || !windows.front().device_work_recorded)
+    return std::nullopt;
   const ProfiledWindow& w = windows.front();
   ProfileRecordFields fields;
   fields.exposed_ms = w.summary.mean.exposed_ms;
@@ -200,9 +241,13 @@ std::string profile_file_label(const std::string& label) {
   return out.empty() ? "run" : out;
 }
 
-std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn) {
+std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn,
+                                                           const std::vector<std::pair<void*, std::string>>& streams) {
   try {
     std::unique_ptr<DeviceActivity> activity = make_device_activity(device);
+    if (activity)
+      for (const auto& [stream, name] : streams)
+        if (stream) activity->name_stream(stream, name);
     if (!activity && device.is_cuda() && warn) {
       std::fprintf(stderr, "warning: --profile-dir: this build has no CUPTI, so the traces hold the host's slices "
                            "only (no kernels, copies or device collectives)\n");

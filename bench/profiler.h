@@ -7,7 +7,8 @@
 //   profile_<config>_steps<a>-<b>_rank<r>.txt     the summary (bench/profile_summary.h)
 //   timeline_<config>_steps<a>-<b>_rank<r>.svg    the window's last step as a picture (bench/profile_timeline.h)
 // (a "_2", "_3", ... after the steps where such files exist: nothing is overwritten). Outside a window the
-// programs run as without a profile, but for a relaxed atomic load a traced call.
+// programs run as without a profile, but for a relaxed atomic load a traced call. A window that cannot be taken
+// or written is reported on stderr and the run goes on.
 //
 // Every rank must run the same steps with the same schedule: opening a window agrees on a clock (rank 0's) with
 // the others, so that their traces line up.
@@ -17,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_record.h"
@@ -46,6 +48,7 @@ struct ProfiledWindow {
   std::string label;  // "<config>_steps<a>-<b>"
   std::vector<int64_t> steps;
   ProfileSummary summary;
+  bool device_work_recorded = true;  // (ProfileWindow's)
   std::vector<std::string> files;
 };
 
@@ -58,7 +61,12 @@ class Profiler {
   Profiler& operator=(const Profiler&) = delete;
 
   void before_step(int64_t step);
+  // Ends the step's slice (after_step does, where this was not called): the step as the trace shows it ends
+  // here, before what the program does between steps (printing its line).
+  void end_step_slice();
   void after_step(int64_t step);
+  // Whether the profiler runs at `step` (warms up or records): such steps are not the program's unprofiled pace.
+  bool profiles(int64_t step) const;
   // The run ended (its last step or earlier): a window it ended inside is written with its recorded steps.
   void finish();
   const std::vector<ProfiledWindow>& windows() const { return windows_; }
@@ -66,6 +74,8 @@ class Profiler {
  private:
   void open_window();
   void write_window();
+  void write_window_files();
+  void warn(const std::string& what) const;
   void close_without_writing() noexcept;
   // The window as the files show it: the slices in its steps, clipped to them, on rank 0's clock.
   ProfileWindow window_of(std::vector<TraceSlice> slices) const;
@@ -94,8 +104,10 @@ void fill_profile(BenchRecord& record, const ProfileRecordFields& fields);
 // "cpu_optimizer_stage_2_full_ckpt" (letters, digits, '-' and '.' kept, every other run of characters one '_').
 std::string profile_file_label(const std::string& label);
 
-// The device's activity source for a profile, or null with a warning on stderr (where `warn`) saying that the
-// traces will hold the host's slices only, and why, where the device cannot record its work.
-std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn);
+// The device's activity source for a profile with its streams named (a null stream is skipped), or null with a
+// warning on stderr (where `warn`) saying that the traces will hold the host's slices only, and why, where the
+// device cannot record its work.
+std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn,
+                                                           const std::vector<std::pair<void*, std::string>>& streams);
 
 }  // namespace zb

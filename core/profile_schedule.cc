@@ -11,9 +11,12 @@ namespace zb {
 
 namespace {
 
+// Far beyond any run's steps; keeps the schedule's arithmetic (repeat * cycle) within 64 bits.
+constexpr int64_t kLargest = 1'000'000'000;
+
 const char* kAccepted =
     "comma-separated key=value pairs with keys skip_first, wait, warmup, active, repeat, skip_first_wait and whole "
-    "numbers (active at least 1, the others at least 0), e.g. skip_first=5,wait=2,warmup=1,active=3,repeat=2";
+    "numbers up to 10^9 (active at least 1, the others at least 0), e.g. skip_first=5,wait=2,warmup=1,active=3,repeat=2";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -43,6 +46,7 @@ ProfileSchedule ProfileSchedule::parse(const std::string& text, const std::strin
     if (value.empty() || error != std::errc() || end != value.data() + value.size())
       refuse("'" + key + "' needs a whole number, not '" + value + "'");
     if (number < 0 || (key == "active" && number < 1)) refuse("'" + key + "' is " + value);
+    if (number > kLargest) refuse("'" + key + "' is above " + std::to_string(kLargest));
     if (key == "skip_first") {
       s.skip_first = number;
     } else if (key == "wait") {

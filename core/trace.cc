@@ -107,7 +107,7 @@ TraceScope::TraceScope(TraceCategory category, std::string_view name, double flo
   slice_.bytes = bytes;
   if (launches(category)) {
     slice_.id = tracer.new_id();
-    if (const Tracer::Push push = tracer.push_hook()) push(slice_.id), pushed_ = true;
+    if (const Tracer::Push push = tracer.push_hook(); push && tracer.pop_hook()) push(slice_.id), pop_ = tracer.pop_hook();
   }
   slice_.start_ns = trace_clock_ns();
 }
@@ -116,7 +116,7 @@ TraceScope::~TraceScope() {
   if (recording_) {
     slice_.end_ns = trace_clock_ns();
     Tracer& tracer = Tracer::get();
-    if (const Tracer::Pop pop = tracer.pop_hook(); pushed_ && pop) pop();
+    if (pop_) pop_();
     tracer.add(std::move(slice_));
   }
 #if defined(ZB_WITH_NVTX)

@@ -3,8 +3,9 @@
 // records and turn the slices into a Chrome trace, a summary and a timeline (bench/profile_*.h). A device's
 // own activity (kernels, copies) comes from its activity source (kernels/device_activity.h), on the same clock.
 //
-// Closed, a scope costs a relaxed atomic load (and, for steps and units, an NVTX range: Nsight Systems shows
-// those whether or not a profile is taken). Open, a scope takes the clock twice and appends under a mutex.
+// Closed, a scope costs a relaxed atomic load; units also open an NVTX range (and their callers build its name),
+// so that Nsight Systems shows them whether or not a profile is taken. Open, a scope takes the clock twice and
+// appends under a mutex.
 #pragma once
 
 #include <atomic>
@@ -113,7 +114,8 @@ class TraceScope {
   void move_to(TraceLane lane);  // records the slice on `lane` rather than the calling thread's
 
  private:
-  bool recording_ = false, pushed_ = false, nvtx_ = false;
+  bool recording_ = false, nvtx_ = false;
+  Tracer::Pop pop_ = nullptr;  // the hook that undoes this scope's push (that of the source that took it)
   TraceSlice slice_;
 };
 

@@ -395,8 +395,10 @@ void HostOptimizer::update_from_file(const std::vector<size_t>& order, const Opt
   auto transfer = [this](bool write, size_t u, int k) {
     return std::async(std::launch::async, [this, write, u, k] {
       TraceScope slice(TraceCategory::nvme, write ? "nvme_write" : "nvme_read", 0, double(state_bytes(units_[u])));
-      slice.set_detail(store_.layout().unit(u).name);
-      slice.move_to(Tracer::get().shared_lane(write ? "nvme writes" : "nvme reads"));
+      if (Tracer::get().is_open()) {
+        slice.set_detail(store_.layout().unit(u).name);
+        slice.move_to(Tracer::get().shared_lane(write ? "nvme writes" : "nvme reads"));
+      }
       const auto start = Clock::now();
       if (write) {
         file_->write(nvme_stage_[k].data(), state_bytes(units_[u]), units_[u].file_offset);

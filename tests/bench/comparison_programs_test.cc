@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "bench/chrome_trace.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
 #include "support/token_files.h"
@@ -289,6 +291,48 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
 
 // Activation checkpointing as one more axis: every mode with every stage, each recorded with its mode, its
 // activation memory as planned (full least, none most), and training exactly as without it.
+// --profile-dir under mpirun: each configuration writes a trace, summary and timeline per rank (no schedule: the
+// last three steps), with its label in the names, and its record the exposed times. The ranks' traces share rank
+// 0's clock: the same step starts on both within a fraction of the step (every step ends in collectives that hold
+// the ranks together; a trace on another clock would be off by the gap between the ranks' own readings).
+TEST(ComparisonPrograms, ProfilesEachConfigurationOnEveryRankOnOneClock) {
+  TempDir dir;
+  const auto r = run_job("zero_bench", tiny_run(3) + " --stages 1 3 --output-dir " + dir.path().string() +
+                                           " --profile-dir " + (dir.path() / "profile").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string config : {"stage_1", "stage_3"}) {
+    SCOPED_TRACE(config);
+    std::vector<std::map<std::string, double>> starts(2);  // by rank: each step's start, us
+    std::vector<double> durations;
+    for (int rank = 0; rank < 2; ++rank) {
+      const fs::path profile = dir.path() / "profile";
+      const std::string stem = config + "_steps2-4_rank" + std::to_string(rank);
+      ASSERT_TRUE(fs::exists(profile / ("profile_" + stem + ".txt"))) << r.output;
+      ASSERT_TRUE(fs::exists(profile / ("timeline_" + stem + ".svg")));
+      const Json trace = Json::parse(read_gzip_file((profile / ("trace_" + stem + ".json.gz")).string()));
+      bool collectives = false;
+      for (const Json& e : trace["traceEvents"]) {
+        if (e["ph"] != "X") continue;
+        if (e["cat"] == "step") starts[size_t(rank)][e["name"]] = e["ts"], durations.push_back(e["dur"]);
+        if (e["cat"] == "collective") collectives = true;
+      }
+      EXPECT_TRUE(collectives) << "the stage's collectives are traced";
+      EXPECT_EQ(starts[size_t(rank)].size(), 3u);
+    }
+    const double shortest = *std::min_element(durations.begin(), durations.end());
+    for (const auto& [step, start] : starts[0]) {
+      ASSERT_TRUE(starts[1].count(step)) << step;
+      EXPECT_LT(std::abs(starts[1][step] - start), 0.5 * shortest) << step << " starts apart on the two ranks";
+    }
+  }
+  const Json records = read_json(only_file(dir.path(), "zero_comparison_", ".json"));
+  for (const Json& record : records) {
+    EXPECT_EQ(record["profile_steps"], "2-4");
+    EXPECT_GT(record["exposed_compute_ms"].get<double>(), 0);
+    EXPECT_TRUE(record["exposed_collectives_ms"].is_number());
+  }
+}
+
 TEST(ComparisonPrograms, ZeroBenchComparesActivationCheckpointing) {
   TempDir out;
   const ProgramResult r =

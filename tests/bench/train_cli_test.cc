@@ -2,12 +2,15 @@
 // and a message that names the flag, before any training.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <utility>
 
 #include "bench/bench_record.h"
+#include "bench/chrome_trace.h"
 #include "models/model_registry.h"
 #include "models/parameter_layout.h"
 #include "support/run_program.h"
@@ -182,7 +185,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--lora-rank 4 --lora-alpha 0", "--lora-alpha: must be a non-zero number"},
         BadInput{"--lora-rank 4 --lora-dropout 1", "--lora-dropout: must be a probability in [0, 1), got 1"},
         BadInput{"--lora-rank 4 --lora-targets ffn",
-                 "--lora-targets: unknown LoRA targets 'ffn' (attention, mlp or all)"}),
+                 "--lora-targets: unknown LoRA targets 'ffn' (attention, mlp or all)"},
+        BadInput{"--profile-schedule active=2", "--profile-schedule: needs --profile-dir DIR"},
+        BadInput{"--profile-dir /tmp --profile-schedule active=0", "--profile-schedule: 'active' is 0"},
+        BadInput{"--profile-dir /tmp --profile-schedule warmup=1,warmup=2", "'warmup' given twice"},
+        BadInput{"--profile-dir /proc/no/such", "--profile-dir /proc/no/such: cannot be created as a folder"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
 // LoRA's record: the adapters, the parameters trained, and the gradients and optimizer state of the adapters
@@ -227,6 +234,88 @@ TEST(TrainCli, TrainsOnTokenFilesAndRefusesABadOne) {
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--data: token file"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("truncated"), std::string::npos) << bad.output;
+}
+
+// --profile-dir on the CPU backend: the schedule's window (steps 3-4 of 5: skip 1, wait 0, warm up 1, record 2)
+// gives the three files; the trace parses as JSON (Chrome's trace event format) and holds the steps as
+// ProfilerStep#3 and #4 with every other slice inside one of them; the summary's exposed times sum to each step
+// (within its printed rounding) and name the bottleneck; the record carries them. Without --profile-dir nothing
+// is traced and the record's profile fields are empty.
+TEST(TrainCli, ProfileDirWritesTheWindowsTraceSummaryAndTimeline) {
+  test::TempDir dir;
+  const std::string folder = (dir.path() / "profile").string(), json = (dir.path() / "run.json").string();
+  const auto r = run_program("train",
+                             "--device cpu --model gpt2-tiny --num-steps 5 --seq-length 16 --batch-size 2 "
+                             "--profile-dir " + folder + " --profile-schedule skip_first=1,warmup=1,active=2,repeat=1 "
+                             "--json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto file = [&](const char* kind, const char* extension) {
+    return folder + "/" + kind + "_train_steps3-4_rank0" + extension;
+  };
+  const nlohmann::json trace = nlohmann::json::parse(read_gzip_file(file("trace", ".json.gz")));
+  std::vector<std::pair<double, double>> steps;
+  std::vector<std::string> step_names;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "step") {
+      steps.push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+      step_names.push_back(e["name"]);
+    }
+  }
+  EXPECT_EQ(step_names, (std::vector<std::string>{"ProfilerStep#3", "ProfilerStep#4"}));
+  int inside = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] == "step") continue;
+    const double start = e["ts"], end = start + e["dur"].get<double>();
+    const bool in_a_step = std::any_of(steps.begin(), steps.end(), [&](const auto& s) {
+      return start >= s.first - 1e-3 && end <= s.second + 1e-3;
+    });
+    EXPECT_TRUE(in_a_step) << e.dump();
+    inside += in_a_step;
+  }
+  EXPECT_GT(inside, 20) << "the ops of two steps";
+
+  std::ifstream summary_file(file("profile", ".txt"));
+  const std::string summary((std::istreambuf_iterator<char>(summary_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(summary.find("matmul_forward"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("bottleneck: compute"), std::string::npos) << summary;
+  EXPECT_NE(r.output.find("bottleneck: compute"), std::string::npos) << "printed too";
+  const std::regex step_line(R"(ProfilerStep#(\d) +([0-9.]+)((?: +[0-9.]+){6}))");
+  int lines = 0;
+  for (auto it = std::sregex_iterator(summary.begin(), summary.end(), step_line); it != std::sregex_iterator(); ++it) {
+    std::istringstream parts((*it)[3].str());
+    double part = 0, sum = 0;
+    while (parts >> part) sum += part;
+    EXPECT_NEAR(sum, std::stod((*it)[2]), 0.01 * std::stod((*it)[2]) + 0.004) << (*it)[0];
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2) << summary;
+  std::ifstream timeline(file("timeline", ".svg"));
+  std::string svg((std::istreambuf_iterator<char>(timeline)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("ProfilerStep#4"), std::string::npos) << "the window's last step";
+
+  std::ifstream in(json);
+  const nlohmann::json record = nlohmann::json::parse(in)[0];
+  EXPECT_EQ(record["profile_steps"], "3-4");
+  EXPECT_EQ(record["profile_bottleneck"], "compute");
+  double exposed = 0;
+  for (const char* key : {"exposed_compute_ms", "exposed_collectives_ms", "exposed_copies_ms",
+                          "exposed_cpu_optimizer_ms", "exposed_nvme_ms", "exposed_idle_ms"})
+    exposed += record[key].get<double>();
+  const double traced_step = ((steps[0].second - steps[0].first) + (steps[1].second - steps[1].first)) / 2e3;
+  EXPECT_NEAR(exposed, traced_step, 0.01 * traced_step) << "the exposed parts sum to the traced step";
+  EXPECT_GT(record["exposed_compute_ms"].get<double>(), 0.5 * exposed);
+}
+
+TEST(TrainCli, WithoutProfileDirNothingIsTraced) {
+  test::TempDir dir;
+  const std::string json = (dir.path() / "run.json").string();
+  const auto r = run_program("train", "--device cpu --model gpt2-tiny --num-steps 2 --seq-length 16 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("bottleneck"), std::string::npos);
+  std::ifstream in(json);
+  const nlohmann::json record = nlohmann::json::parse(in)[0];
+  EXPECT_TRUE(record["exposed_compute_ms"].is_null());
+  EXPECT_EQ(record["profile_steps"], "");
 }
 
 }  // namespace
