@@ -51,8 +51,9 @@ BenchRunner::BenchRunner(MpiWorld& world, const BenchSettings& settings)
       telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {
   if (!settings_.profile.enabled()) return;
   traced_ = std::make_unique<TracedBackend>(*backend_);
-  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0,
-                                        {{backend_->native_stream(), "compute"}, {comm_->stream(), "communication"}});
+  auto streams = backend_->named_streams();
+  streams.push_back({comm_->stream(), "communication"});
+  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0, streams);
 }
 
 BenchRunner::~BenchRunner() = default;

@@ -57,14 +57,15 @@ std::string name_of(const ProfileWindow& window, const TraceLane& lane) {
   return it != window.lane_names.end() ? it->second : std::string();
 }
 
-// A name's sort key: a rank for the names that lead, its text before a trailing number, and that number.
+// A name's sort key: a rank for the names that lead (and the unnamed last), its text before a trailing number,
+// and that number.
 std::tuple<int, std::string, long long, uint32_t> lane_key(const ProfileWindow& window, const TraceLane& lane) {
   const std::string name = name_of(window, lane);
-  const int leading = !lane.device ? (name == "main" ? 0 : 1) : name == "compute" ? 0 : name == "communication" ? 1 : 2;
+  const int leading = !lane.device ? (name == "main" ? 0 : name == "host update" ? 1 : 2)
+                                   : (name == "compute" ? 0 : name == "communication" ? 1 : name.empty() ? 3 : 2);
   size_t digits = name.size();
   while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
   const long long number = digits < name.size() && name.size() - digits < 18 ? std::stoll(name.substr(digits)) : -1;
-  if (lane.device && leading == 2) return {leading, "", lane.id, lane.id};
   return {leading, name.substr(0, digits), number, lane.id};
 }
 

@@ -46,9 +46,9 @@ const char* exposed_category_colour(ExposedCategory category);
 // (the CPU backend). Steps, units and waits are none: they frame or idle, they do not work.
 std::optional<ExposedCategory> busy_category(const TraceSlice& slice, bool ops_run_on_host);
 
-// The lanes that hold slices, in the order a reader wants them: the host's first (the main thread, then the
-// others by name, numbers within names compared as numbers: "cpu optimizer 2" before "cpu optimizer 10"), then
-// the device's streams (compute, communication, then the others by id).
+// The lanes that hold slices, in the order a reader wants them: the host's first (the main thread, the host
+// update's, then the others by name, numbers within names compared as numbers: "cpu optimizer 2" before "cpu
+// optimizer 10"), then the device's streams (compute, communication, the others by name, the unnamed by id).
 std::vector<TraceLane> ordered_lanes(const ProfileWindow& window);
 
 // The window's steps: its slices of category step, by start.

@@ -82,8 +82,9 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   std::optional<zb::Profiler> profiler;
   if (run.profile.enabled()) {
     traced = std::make_unique<zb::TracedBackend>(*backend);
-    activity = zb::device_activity_or_warning(
-        run.device, printer, {{backend->native_stream(), "compute"}, {comm->stream(), "communication"}});
+    auto streams = backend->named_streams();
+    streams.push_back({comm->stream(), "communication"});
+    activity = zb::device_activity_or_warning(run.device, printer, streams);
     profiler.emplace(run.profile, "train", run.num_steps,
                      zb::ProfileContext{.backend = backend.get(),
                                         .activity = activity.get(),

@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -59,6 +60,8 @@ class Backend {
   // The device queue the backend's work goes onto (a cudaStream_t for CUDA), for a communicator that must
   // order its collectives after that work; nullptr for the CPU backend, whose work is done when a call returns.
   virtual void* native_stream() const { return nullptr; }
+  // Every device queue the backend's work goes onto, named for a trace's lanes (the main one "compute").
+  virtual std::vector<std::pair<void*, std::string>> named_streams() const { return {}; }
   // Which implementations the backend chose where it has several (empty where it has one), for the record
   // of a run: a benchmark must say whether a fast library path or a fallback produced its number.
   virtual std::string kernel_choices() const { return {}; }

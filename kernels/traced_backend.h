@@ -22,6 +22,7 @@ class TracedBackend final : public Backend {
 
   Device device() const override { return inner_.device(); }
   void* native_stream() const override { return inner_.native_stream(); }
+  std::vector<std::pair<void*, std::string>> named_streams() const override { return inner_.named_streams(); }
   std::string kernel_choices() const override { return inner_.kernel_choices(); }
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;

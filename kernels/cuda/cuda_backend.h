@@ -43,6 +43,9 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::cuda(ordinal_); }
   cudaStream_t stream() const { return stream_; }
   void* native_stream() const override { return stream_; }
+  std::vector<std::pair<void*, std::string>> named_streams() const override {
+    return {{stream_, "compute"}, {side_stream_, "weight gradients"}, {aside_stream_, "update aside"}};
+  }
   const BackendOptions& options() const { return options_; }
   // Takes other choices (tests and op_bench compare them in one process): earlier recordings become stale
   // (RecordedWork::stale), as they hold the old ones, and a change of gemm_algorithms replaces the GEMM plans.

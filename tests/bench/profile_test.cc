@@ -549,14 +549,14 @@ TEST(ChromeTrace, NamesAndOrdersEveryLaneThatHoldsSlices) {
   std::map<int64_t, int64_t> sort_index;
   for (const json& e : events_with(trace, "M", "thread_sort_index"))
     sort_index[e.at("tid").get<int64_t>()] = e.at("args").at("sort_index").get<int64_t>();
-  // main, then the others by name with numbers as numbers; compute, communication, then the others by id.
-  const std::vector<int64_t> expected_order = {1, 3, 2, 4, 1'000'008, 1'000'007, 1'000'003, 1'000'012};
+  // main, then the others by name with numbers as numbers; compute, communication, the named, the unnamed by id.
+  const std::vector<int64_t> expected_order = {1, 3, 2, 4, 1'000'008, 1'000'007, 1'000'012, 1'000'003};
   ASSERT_EQ(sort_index.size(), expected_order.size());
   for (size_t i = 0; i < expected_order.size(); ++i)
     EXPECT_EQ(sort_index.at(expected_order[i]), int64_t(i)) << "track " << expected_order[i];
   const std::vector<TraceLane> lanes = ordered_lanes(trace_window());
-  EXPECT_EQ(lanes, (std::vector<TraceLane>{host(1), host(3), host(2), host(4), stream(8), stream(7), stream(3),
-                                           stream(12)}));
+  EXPECT_EQ(lanes, (std::vector<TraceLane>{host(1), host(3), host(2), host(4), stream(8), stream(7), stream(12),
+                                           stream(3)}));
 }
 
 TEST(ChromeTrace, UnnamedLanesAreThreadOrStreamByNumber) {
