@@ -1,8 +1,8 @@
 // A recorded window as a Chrome trace (the JSON "trace event format" that Perfetto and chrome://tracing open):
 // one process per rank, one track per host thread and per device stream, a complete event ("ph": "X") per slice
 // with its category, and in "args" what the summary uses: bytes, FLOPs, the achieved rate (GB/s of a copy, bus
-// bandwidth of a collective whose slice carries its bytes: the CPU backend's; a GPU's NCCL kernels carry the id
-// of their launch, whose slice has the bytes), the launching operation's id. Times in microseconds on rank 0's clock, so that the
+// bandwidth of a collective: the CPU backend's, and a GPU's NCCL kernel given its launch's bytes by the
+// profiler), the launching operation's id. Times in microseconds on rank 0's clock, so that the
 // ranks' traces line up when opened together.
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "bench/atomic_file.h"
 #include "bench/chrome_trace.h"
@@ -135,6 +136,20 @@ ProfileWindow Profiler::window_of(std::vector<TraceSlice> slices) const {
       part.end_ns = end + clock_offset_ns_;
       w.slices.push_back(std::move(part));
     }
+  }
+  // A device collective carries its launch's bytes where the launch ran that one collective (a group's single
+  // kernel included), so that the trace shows its bus bandwidth where it ran.
+  std::map<uint64_t, const TraceSlice*> launches;
+  std::map<uint64_t, int> collectives_launched;
+  for (const TraceSlice& s : w.slices) {
+    if (!s.lane.device && s.id != 0) launches.emplace(s.id, &s);
+    if (s.lane.device && s.category == TraceCategory::collective) ++collectives_launched[s.launched_by];
+  }
+  for (TraceSlice& s : w.slices) {
+    const auto launch = launches.find(s.launched_by);
+    if (s.lane.device && s.category == TraceCategory::collective && s.bytes == 0 && launch != launches.end() &&
+        collectives_launched[s.launched_by] == 1)
+      s.bytes = launch->second->bytes;
   }
   for (const auto& [id, name] : Tracer::get().thread_names()) w.lane_names[{false, id}] = name;
   if (context_.activity)

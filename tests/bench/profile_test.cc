@@ -864,6 +864,64 @@ TEST(Profiler, AWindowLeftOpenByAFailingStepIsClosedNotWritten) {
   EXPECT_TRUE(fs::is_empty(dir.path())) << "nothing written";
 }
 
+// A device that ran one NCCL kernel for each host collective: the profiler gives the kernel its launch's bytes,
+// so that the trace shows the collective's bus bandwidth on the communication stream; a group launch that ran two
+// kernels gives them none (its bytes cannot be split between them).
+class OneKernelPerCollective final : public DeviceActivity {
+ public:
+  void start() override {}
+  void stop(std::vector<TraceSlice>& out) override {
+    std::vector<TraceSlice> device;
+    for (const TraceSlice& s : out) {
+      if (s.lane.device || s.category != TraceCategory::collective) continue;
+      const int kernels = s.name == "group" ? 2 : 1;
+      for (int k = 0; k < kernels; ++k) {
+        TraceSlice kernel;
+        kernel.category = TraceCategory::collective;
+        kernel.lane = {true, 7};
+        kernel.name = "ncclDevKernel_AllGather_RING_LL";
+        kernel.launched_by = s.id;
+        kernel.start_ns = s.start_ns;
+        kernel.end_ns = s.start_ns + 2'000'000;  // 2 ms
+        device.push_back(kernel);
+      }
+    }
+    out.insert(out.end(), device.begin(), device.end());
+  }
+  void name_stream(void*, const std::string&) override {}
+  std::map<uint32_t, std::string> stream_names() const override { return {{7, "communication"}}; }
+};
+
+TEST(Profiler, DeviceCollectivesCarryTheirLaunchsBytesAndBusBandwidth) {
+  test::TempDir dir;
+  ClockCommunicator comm{double(trace_clock_ns())};
+  OneKernelPerCollective device;
+  ProfileContext context = context_of(comm);
+  context.activity = &device;
+  context.ops_run_on_host = false;
+  Profiler profiler(options_in(dir, "active=1,repeat=1"), "gpu_test", 1, context);
+  profiler.before_step(1);
+  { TraceScope gather(TraceCategory::collective, "all_gather", 0, 8e6); }
+  { TraceScope group(TraceCategory::collective, "group", 0, 4e6); }
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  profiler.after_step(1);
+  ASSERT_EQ(profiler.windows().size(), 1u);
+  const json trace = json::parse(read_gzip_file(in_dir(dir, "trace_gpu_test_steps1-1_rank1.json.gz")));
+  std::vector<json> kernels;
+  for (const json& e : events_with(trace, "X"))
+    if (e.at("name") == "ncclDevKernel_AllGather_RING_LL") kernels.push_back(e);
+  ASSERT_EQ(kernels.size(), 3u);
+  int with_bytes = 0;
+  for (const json& k : kernels) {
+    if (!k.at("args").contains("bytes")) continue;
+    ++with_bytes;
+    EXPECT_EQ(k.at("args").at("bytes"), 8e6);
+    // 8 MB in 2 ms is 4 GB/s; over 2 ranks an all-gather's bus factor is 1/2.
+    EXPECT_NEAR(k.at("args").at("bus GB/s").get<double>(), 2.0, 1e-9);
+  }
+  EXPECT_EQ(with_bytes, 1) << "the all_gather's kernel only; the group's two share 4 MB in no known way";
+}
+
 TEST(Profiler, FileLabelKeepsLettersDigitsDashesAndDots) {
   EXPECT_EQ(profile_file_label("cpu_optimizer (stage 2), full ckpt"), "cpu_optimizer_stage_2_full_ckpt");
   EXPECT_EQ(profile_file_label("stage 3"), "stage_3");
