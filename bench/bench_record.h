@@ -48,8 +48,9 @@ struct BenchRecord {
   std::string status = "ok";
   std::string error;
 
-  // Step time over the timed steps (after warm-up) of every repeat, in ms; stddev is of the repeats' means,
-  // step_time_stddev_ms of every timed step of every repeat (the spread the recommendation treats as noise).
+  // Step time over the timed steps (after warm-up) of every repeat, in ms, less the steps a profile traced
+  // (profile_steps; unless no other step was timed); stddev is of the repeats' means, step_time_stddev_ms of
+  // every timed step of every repeat (the spread the recommendation treats as noise).
   std::optional<double> avg_step_time_ms, p50_step_ms, p90_step_ms, min_step_ms, max_step_ms, stddev_step_ms;
   std::optional<double> step_time_stddev_ms;
   std::optional<double> throughput_tokens_per_sec, throughput_tokens_per_sec_per_gpu, throughput_stddev;

@@ -126,7 +126,8 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
                                         .print = world_.rank() == 0});
       }
     });
-    int64_t unprofiled_timed = 0;
+    // The timed steps no profile touches, over every repeat (only the first is profiled).
+    int64_t unprofiled_timed = (settings_.repeat - 1) * settings_.num_steps;
     for (int64_t step = settings_.warmup_steps; step < settings_.warmup_steps + settings_.num_steps; ++step)
       unprofiled_timed += profiler && profiler->profiles(step + 1) ? 0 : 1;
     if (outcome.status == kOk)

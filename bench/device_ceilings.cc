@@ -1,6 +1,7 @@
 #include "bench/device_ceilings.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 
@@ -10,10 +11,14 @@ namespace zb {
 
 namespace {
 
-// The best time of `repeats` runs of `work`, on the backend's own clock, after `warmup` runs that bring the
-// clocks up from idle (an idle GPU needs a few hundred milliseconds of work before it runs at its cap).
-double best_ms(Backend& backend, int warmup, int repeats, const std::function<void()>& work) {
-  for (int i = 0; i < warmup; ++i) work();
+// The best time of `repeats` runs of `work`, on the backend's own clock, after a third of a second of runs that
+// bring the clocks up from idle (an idle GPU needs a few hundred milliseconds of work before it runs at its cap).
+double best_ms(Backend& backend, int repeats, const std::function<void()>& work) {
+  const auto warming = std::chrono::steady_clock::now();
+  for (int i = 0; std::chrono::steady_clock::now() - warming < std::chrono::milliseconds(300) && i < 1000; ++i) {
+    work();
+    backend.synchronize();
+  }
   double best = 1e300;
   for (int i = 0; i < repeats; ++i) {
     const auto start = backend.record_event();
@@ -41,7 +46,7 @@ DeviceCeilings measure_device_ceilings(Backend& backend, TrackingAllocator& allo
     Tensor ta = a.view({n, n}, dtype), tb = b.view({n, n}, dtype), tout = out.view({n, n}, dtype);
     backend.fill_normal(ta, 1, 1, 0, 0.02);
     backend.fill_normal(tb, 1, 2, 0, 0.02);
-    const double ms = best_ms(backend, 200, 10, [&] { backend.matmul_forward(ta, tb, Tensor{}, tout); });
+    const double ms = best_ms(backend, 10, [&] { backend.matmul_forward(ta, tb, Tensor{}, tout); });
     c.flops_per_second = 2.0 * double(n) * double(n) * double(n) / (ms / 1e3);
   }
   {
@@ -49,7 +54,7 @@ DeviceCeilings measure_device_ceilings(Backend& backend, TrackingAllocator& allo
     Buffer to = allocator.allocate({copy_elements}, dtype, MemoryPool::workspace);
     Tensor tfrom = from.view({copy_elements}, dtype), tto = to.view({copy_elements}, dtype);
     backend.fill_zero(tfrom);
-    const double ms = best_ms(backend, 100, 10, [&] { backend.copy(tfrom, tto); });
+    const double ms = best_ms(backend, 10, [&] { backend.copy(tfrom, tto); });
     c.bytes_per_second = 2.0 * double(tfrom.bytes()) / (ms / 1e3);
   }
   backend.synchronize();

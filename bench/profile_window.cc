@@ -62,7 +62,10 @@ std::string name_of(const ProfileWindow& window, const TraceLane& lane) {
 std::tuple<int, std::string, long long, uint32_t> lane_key(const ProfileWindow& window, const TraceLane& lane) {
   const std::string name = name_of(window, lane);
   const int leading = !lane.device ? (name == "main" ? 0 : name == "host update" ? 1 : 2)
-                                   : (name == "compute" ? 0 : name == "communication" ? 1 : name.empty() ? 3 : 2);
+                                   : (name == "compute"         ? 0
+                                      : name == "communication" ? 1
+                                      : name.empty() || name.rfind("stream ", 0) == 0 ? 3  // unnamed: by id
+                                                                                      : 2);
   size_t digits = name.size();
   while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
   const long long number = digits < name.size() && name.size() - digits < 18 ? std::stoll(name.substr(digits)) : -1;

@@ -102,12 +102,16 @@ void Profiler::close_without_writing() noexcept {
   if (!open_) return;
   Tracer::get().close();
   if (context_.activity) {
+    // (The run is failing already; its own error is the one to report. The device is stopped recording even
+    // where the synchronisation fails, or every later window would find it recording still.)
     try {
       if (context_.backend) context_.backend->synchronize();  // (stop's contract: the recorded work has finished)
+    } catch (const std::exception&) {
+    }
+    try {
       std::vector<TraceSlice> dropped;
       context_.activity->stop(dropped);
     } catch (const std::exception&) {
-      // (the run is failing already; its own error is the one to report)
     }
   }
   open_ = false;
@@ -125,31 +129,34 @@ ProfileWindow Profiler::window_of(std::vector<TraceSlice> slices) const {
   for (const TraceSlice& s : slices)
     if (s.category == TraceCategory::step) steps.push_back({s.start_ns, s.end_ns});
   std::sort(steps.begin(), steps.end());
+  // A device collective carries its launch's bytes where the launch ran that one collective (a group's single
+  // kernel included), so that the trace shows its bus bandwidth where it ran.
+  std::map<uint64_t, double> launch_bytes;
+  std::map<uint64_t, int> collectives_launched;
+  for (const TraceSlice& s : slices) {
+    if (!s.lane.device && s.id != 0) launch_bytes.emplace(s.id, s.bytes);
+    if (s.lane.device && s.category == TraceCategory::collective) ++collectives_launched[s.launched_by];
+  }
+  for (TraceSlice& s : slices) {
+    const auto launch = launch_bytes.find(s.launched_by);
+    if (s.lane.device && s.category == TraceCategory::collective && s.bytes == 0 && launch != launch_bytes.end() &&
+        collectives_launched[s.launched_by] == 1)
+      s.bytes = launch->second;
+  }
   for (const TraceSlice& s : slices) {
     // Its part in each step it overlaps (a host update that began before the step, or runs on into the next):
-    // what lies between the steps is not part of the window.
+    // what lies between the steps is not part of the window. Its work (bytes, FLOPs) goes with its first part.
+    bool first_part = true;
     for (const auto& [step_start, step_end] : steps) {
       const int64_t start = std::max(s.start_ns, step_start), end = std::min(s.end_ns, step_end);
       if (start > end || (start == end && s.start_ns != s.end_ns)) continue;
       TraceSlice part = s;
       part.start_ns = start + clock_offset_ns_;
       part.end_ns = end + clock_offset_ns_;
+      if (!first_part) part.bytes = part.flops = 0;
+      first_part = false;
       w.slices.push_back(std::move(part));
     }
-  }
-  // A device collective carries its launch's bytes where the launch ran that one collective (a group's single
-  // kernel included), so that the trace shows its bus bandwidth where it ran.
-  std::map<uint64_t, const TraceSlice*> launches;
-  std::map<uint64_t, int> collectives_launched;
-  for (const TraceSlice& s : w.slices) {
-    if (!s.lane.device && s.id != 0) launches.emplace(s.id, &s);
-    if (s.lane.device && s.category == TraceCategory::collective) ++collectives_launched[s.launched_by];
-  }
-  for (TraceSlice& s : w.slices) {
-    const auto launch = launches.find(s.launched_by);
-    if (s.lane.device && s.category == TraceCategory::collective && s.bytes == 0 && launch != launches.end() &&
-        collectives_launched[s.launched_by] == 1)
-      s.bytes = launch->second->bytes;
   }
   for (const auto& [id, name] : Tracer::get().thread_names()) w.lane_names[{false, id}] = name;
   if (context_.activity)

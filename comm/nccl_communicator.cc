@@ -129,8 +129,7 @@ CommTicket NcclCommunicator::start_collective(const char* kind, double bytes) {
     if (trace_scope_) trace_scope_->add_bytes(bytes);
     return issued_;  // begin_group already ordered the group after the compute stream
   }
-  trace_scope_.reset();  // (one a failed collective left open)
-  trace_scope_.emplace(TraceCategory::collective, kind, 0, bytes);
+  trace_scope_.emplace(TraceCategory::collective, kind, 0, bytes);  // (closes one a failed collective left open)
   ZB_CUDA_CHECK(cudaEventRecord(compute_ready_, compute_stream_));
   ZB_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
   return ++issued_;

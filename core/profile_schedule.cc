@@ -16,7 +16,8 @@ constexpr int64_t kLargest = 1'000'000'000;
 
 const char* kAccepted =
     "comma-separated key=value pairs with keys skip_first, wait, warmup, active, repeat, skip_first_wait and whole "
-    "numbers up to 10^9 (active at least 1, the others at least 0), e.g. skip_first=5,wait=2,warmup=1,active=3,repeat=2";
+    "numbers up to 10^9 (active at least 1, the others at least 0), e.g. "
+    "skip_first=5,wait=2,warmup=1,active=3,repeat=2";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;

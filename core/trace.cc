@@ -107,7 +107,9 @@ TraceScope::TraceScope(TraceCategory category, std::string_view name, double flo
   slice_.bytes = bytes;
   if (launches(category)) {
     slice_.id = tracer.new_id();
-    if (const Tracer::Push push = tracer.push_hook(); push && tracer.pop_hook()) push(slice_.id), pop_ = tracer.pop_hook();
+    const Tracer::Push push = tracer.push_hook();
+    const Tracer::Pop pop = tracer.pop_hook();
+    if (push && pop) push(slice_.id), pop_ = pop;
   }
   slice_.start_ns = trace_clock_ns();
 }

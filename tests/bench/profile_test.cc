@@ -559,6 +559,16 @@ TEST(ChromeTrace, NamesAndOrdersEveryLaneThatHoldsSlices) {
                                            stream(3)}));
 }
 
+// CUPTI calls the streams nobody named "stream N": they come after the named ones, by number.
+TEST(ChromeTrace, StreamsNamedOnlyByTheirNumberComeLast) {
+  ProfileWindow w;
+  w.slices = {slice(TraceCategory::kernel, stream(2), "a", 0, 1), slice(TraceCategory::kernel, stream(9), "b", 0, 1),
+              slice(TraceCategory::kernel, stream(5), "c", 0, 1), slice(TraceCategory::kernel, stream(4), "d", 0, 1)};
+  w.lane_names = {{stream(2), "stream 2"}, {stream(9), "weight gradients"}, {stream(5), "compute"},
+                  {stream(4), "update aside"}};
+  EXPECT_EQ(ordered_lanes(w), (std::vector<TraceLane>{stream(5), stream(4), stream(9), stream(2)}));
+}
+
 TEST(ChromeTrace, UnnamedLanesAreThreadOrStreamByNumber) {
   ProfileWindow w;
   w.slices = {slice(TraceCategory::op, host(5), "a", 0, 1), slice(TraceCategory::kernel, stream(2), "b", 0, 1)};
