@@ -91,7 +91,8 @@ void add_lora_flags(po::options_description& flags, TrainingFlags& v) {
      "write a profile of chosen steps here (created if absent), per rank and recorded window: a Chrome trace for "
      "Perfetto (trace_*.json.gz: every kernel, collective, copy, host update and NVMe transfer), a summary "
      "(profile_*.txt, also printed: operations by total time, and each step's time split by what was exposed) "
-     "and a timeline picture (timeline_*.svg). Without --profile-schedule, the last three steps of each run")
+     "and a timeline picture (timeline_*.svg). Without --profile-schedule, the last three steps of each run (the "
+     "step before them warms the profiler up)")
     ("profile-schedule", po::value(&v.profile_schedule),
      "which steps --profile-dir records, as PyTorch's profiler schedule: skip_first=5,wait=2,warmup=1,active=3,"
      "repeat=2 skips steps 1-5, then repeats 2 idle, 1 warm-up and 3 recorded steps, twice: steps 9-11 and "

@@ -1,5 +1,6 @@
 #include "core/profile_schedule.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <sstream>
@@ -71,7 +72,8 @@ ProfileSchedule ProfileSchedule::parse(const std::string& text, const std::strin
 ProfileSchedule ProfileSchedule::last_steps(int64_t last_step, int64_t count) {
   ProfileSchedule s;
   s.active = count < 1 ? 1 : count;
-  s.skip_first = last_step > s.active ? last_step - s.active : 0;
+  s.warmup = last_step > s.active ? 1 : 0;  // the step before, where there is one: the profiler's start-up cost
+  s.skip_first = std::max<int64_t>(0, last_step - s.active - s.warmup);
   s.repeat = 1;
   return s;
 }

@@ -26,8 +26,8 @@ struct ProfileSchedule {
   // skip_first_wait, each at most once; a key left out keeps its default above. Throws UsageError naming `flag`
   // and what is accepted: a key unknown or repeated, a value not a whole number, active below 1, others below 0.
   static ProfileSchedule parse(const std::string& text, const std::string& flag = "--profile-schedule");
-  // The schedule that records the last `count` of steps 1..last_step (no warm-up step: the steps before are the
-  // profiler's warm-up only where warmup is asked).
+  // The schedule that records the last `count` of steps 1..last_step, the step before them its warm-up (CUPTI's
+  // start-up falls there, not in a recorded step), where there is one.
   static ProfileSchedule last_steps(int64_t last_step, int64_t count);
 
   // What the profiler does at `step` (1-based).

@@ -49,7 +49,11 @@ TEST(ProfileSchedule, PicksThePyTorchSchedulesSteps) {
 
 TEST(ProfileSchedule, LastStepsRecordsTheLastOnesOnly) {
   const ProfileSchedule s = ProfileSchedule::last_steps(25, 3);
-  EXPECT_EQ(steps_where(s, [](ProfileAction a) { return a != ProfileAction::none; }), (std::vector<int64_t>{23, 24, 25}));
+  EXPECT_EQ(steps_where(s, [](ProfileAction a) {
+              return a == ProfileAction::record || a == ProfileAction::record_and_save;
+            }),
+            (std::vector<int64_t>{23, 24, 25}));
+  EXPECT_EQ(steps_where(s, [](ProfileAction a) { return a == ProfileAction::warmup; }), (std::vector<int64_t>{22}));
   EXPECT_EQ(s.action(25), ProfileAction::record_and_save);
   // Fewer steps than asked: all of them.
   EXPECT_EQ(steps_where(ProfileSchedule::last_steps(2, 3), [](ProfileAction a) { return a != ProfileAction::none; }),
