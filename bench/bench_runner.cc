@@ -51,9 +51,7 @@ BenchRunner::BenchRunner(MpiWorld& world, const BenchSettings& settings)
       telemetry_(settings.device.is_cuda() ? cuda_device_pci_bus_id(settings.device.index) : std::string()) {
   if (!settings_.profile.enabled()) return;
   traced_ = std::make_unique<TracedBackend>(*backend_);
-  auto streams = backend_->named_streams();
-  streams.push_back({comm_->stream(), "communication"});
-  activity_ = device_activity_or_warning(settings_.device, world_.rank() == 0, streams);
+  activity_ = device_activity_or_warning(settings_.device, *backend_, *comm_, world_.rank() == 0);
 }
 
 BenchRunner::~BenchRunner() = default;
@@ -90,15 +88,8 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
   telemetry_.clear();
   profiled_.reset();
   for (int64_t repeat = 0; repeat < settings_.repeat && outcome.status == kOk; ++repeat) {
-    if (repeat == 0 && settings_.profile.enabled() && !ceilings_) {
-      try {
-        ceilings_ = measure_device_ceilings(*backend_, allocator_, options.dtype);
-      } catch (const std::exception& e) {
-        ceilings_ = DeviceCeilings{};  // (not tried again)
-        std::fprintf(stderr, "warning: --profile-dir, rank %d: the device's ceilings could not be measured (%s); the "
-                             "summaries show no share of them\n", world_.rank(), e.what());
-      }
-    }
+    if (repeat == 0 && settings_.profile.enabled() && !ceilings_)  // (once: a failure is not tried again)
+      ceilings_ = measure_device_ceilings_or_warn(*backend_, allocator_, options.dtype, world_.rank());
     allocator_.reset_peaks();
     allocator_.set_limit(settings_.device_memory_limit);
     std::unique_ptr<TokenSource> data;
@@ -127,9 +118,9 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
       }
     });
     // The timed steps no profile touches, over every repeat (only the first is profiled).
-    int64_t unprofiled_timed = (settings_.repeat - 1) * settings_.num_steps;
-    for (int64_t step = settings_.warmup_steps; step < settings_.warmup_steps + settings_.num_steps; ++step)
-      unprofiled_timed += profiler && profiler->profiles(step + 1) ? 0 : 1;
+    const int64_t first_timed = settings_.warmup_steps + 1, last = settings_.warmup_steps + settings_.num_steps;
+    const int64_t unprofiled_timed = (settings_.repeat - 1) * settings_.num_steps +
+                                     (profiler ? profiler->unprofiled_steps(first_timed, last) : settings_.num_steps);
     if (outcome.status == kOk)
       agree(outcome, [&] {
         for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {

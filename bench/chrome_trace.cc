@@ -53,7 +53,8 @@ nlohmann::json chrome_trace(const ProfileWindow& window) {
     if (busy && duration_us > 0 && s.bytes > 0) {
       if (*busy == ExposedCategory::copies) args["GB/s"] = s.bytes / (duration_us * 1e3);
       const double factor = bus_bandwidth_factor(s.name, window.world);
-      if (*busy == ExposedCategory::collectives && factor > 0) args["bus GB/s"] = s.bytes * factor / (duration_us * 1e3);
+      if (*busy == ExposedCategory::collectives && factor > 0)
+        args["bus GB/s"] = s.bytes * factor / (duration_us * 1e3);
     }
     events.push_back({{"name", s.name},
                       {"cat", trace_category_name(s.category)},

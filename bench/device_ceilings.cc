@@ -64,4 +64,15 @@ DeviceCeilings measure_device_ceilings(Backend& backend, TrackingAllocator& allo
   return c;
 }
 
+DeviceCeilings measure_device_ceilings_or_warn(Backend& backend, TrackingAllocator& allocator, DType dtype,
+                                               int rank) {
+  try {
+    return measure_device_ceilings(backend, allocator, dtype);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: --profile-dir, rank %d: the device's ceilings could not be measured (%s); the "
+                         "summaries show no share of them\n", rank, e.what());
+    return {};
+  }
+}
+
 }  // namespace zb

@@ -14,5 +14,9 @@ namespace zb {
 // Allocates its operands with `allocator` (a few GB on a GPU, released before it returns) and times with the
 // backend's events: the best of a few repeats after a warm-up. None (zeros) on the CPU backend.
 DeviceCeilings measure_device_ceilings(Backend& backend, TrackingAllocator& allocator, DType dtype);
+// The same, or none (zeros) with a warning on stderr naming `rank` where they cannot be measured: a profile must
+// not cost the run it observes.
+DeviceCeilings measure_device_ceilings_or_warn(Backend& backend, TrackingAllocator& allocator, DType dtype,
+                                               int rank);
 
 }  // namespace zb

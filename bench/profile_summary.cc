@@ -119,21 +119,20 @@ ProfileSummary summarise(const ProfileWindow& window, const DeviceCeilings& ceil
     if (!category) continue;
     busy.push_back({s.start_ns, s.end_ns, *category});
     // Its parts within the steps (nothing between them counts).
-    int64_t within = 0;
+    std::vector<std::pair<int64_t, int64_t>> parts;
     for (const TraceSlice* step : steps) {
       const int64_t start = std::max(s.start_ns, step->start_ns), end = std::min(s.end_ns, step->end_ns);
-      if (start < end) within += end - start;
+      if (start < end) parts.push_back({start, end});
     }
-    if (within == 0) continue;
+    if (parts.empty()) continue;
     const auto launcher = launchers.find(s.launched_by);
     const TraceSlice* by = s.lane.device && launcher != launchers.end() ? launcher->second : nullptr;
     std::string name = by ? by->name : s.name;
     if (s.category == TraceCategory::cpu_optimizer) name = "cpu_optimizer";  // one row; the units are in the trace
     RowTotals& row = rows[name];
-    row.category_ns[size_t(*category)] += double(within);
-    for (const TraceSlice* step : steps) {
-      const int64_t start = std::max(s.start_ns, step->start_ns), end = std::min(s.end_ns, step->end_ns);
-      if (start < end) row.spans.push_back({start, end});
+    for (const auto& [start, end] : parts) {
+      row.category_ns[size_t(*category)] += double(end - start);
+      row.spans.push_back({start, end});
     }
     // A collective's kind: its launch's name ("all_gather"), or where that was a group of them, its kernel's.
     const std::string kind = by && by->name != "group" ? by->name : s.name;

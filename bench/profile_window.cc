@@ -89,7 +89,8 @@ std::vector<const TraceSlice*> window_steps(const ProfileWindow& window) {
   std::vector<const TraceSlice*> steps;
   for (const TraceSlice& s : window.slices)
     if (s.category == TraceCategory::step) steps.push_back(&s);
-  std::sort(steps.begin(), steps.end(), [](const TraceSlice* a, const TraceSlice* b) { return a->start_ns < b->start_ns; });
+  std::sort(steps.begin(), steps.end(),
+            [](const TraceSlice* a, const TraceSlice* b) { return a->start_ns < b->start_ns; });
   return steps;
 }
 

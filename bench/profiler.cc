@@ -39,6 +39,12 @@ Profiler::Profiler(const ProfileOptions& options, std::string config, int64_t la
 
 bool Profiler::profiles(int64_t step) const { return schedule_.action(step) != ProfileAction::none; }
 
+int64_t Profiler::unprofiled_steps(int64_t first, int64_t last) const {
+  int64_t count = 0;
+  for (int64_t step = first; step <= last; ++step) count += profiles(step) ? 0 : 1;
+  return count;
+}
+
 Profiler::~Profiler() { close_without_writing(); }
 
 void Profiler::before_step(int64_t step) {
@@ -263,8 +269,10 @@ std::string profile_file_label(const std::string& label) {
   return out.empty() ? "run" : out;
 }
 
-std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn,
-                                                           const std::vector<std::pair<void*, std::string>>& streams) {
+std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, const Backend& backend,
+                                                           const Communicator& comm, bool warn) {
+  std::vector<std::pair<void*, std::string>> streams = backend.named_streams();
+  streams.push_back({comm.stream(), "communication"});
   try {
     std::unique_ptr<DeviceActivity> activity = make_device_activity(device);
     if (activity)

@@ -67,6 +67,8 @@ class Profiler {
   void after_step(int64_t step);
   // Whether the profiler runs at `step` (warms up or records): such steps are not the program's unprofiled pace.
   bool profiles(int64_t step) const;
+  // How many of steps first..last (1-based, inclusive) the profiler leaves alone.
+  int64_t unprofiled_steps(int64_t first, int64_t last) const;
   // The run ended (its last step or earlier): a window it ended inside is written with its recorded steps.
   void finish();
   const std::vector<ProfiledWindow>& windows() const { return windows_; }
@@ -104,10 +106,10 @@ void fill_profile(BenchRecord& record, const ProfileRecordFields& fields);
 // "cpu_optimizer_stage_2_full_ckpt" (letters, digits, '-' and '.' kept, every other run of characters one '_').
 std::string profile_file_label(const std::string& label);
 
-// The device's activity source for a profile with its streams named (a null stream is skipped), or null with a
-// warning on stderr (where `warn`) saying that the traces will hold the host's slices only, and why, where the
-// device cannot record its work.
-std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, bool warn,
-                                                           const std::vector<std::pair<void*, std::string>>& streams);
+// The device's activity source for a profile, its lanes named after the backend's streams and the
+// communicator's, or null with a warning on stderr (where `warn`) saying that the traces will hold the host's
+// slices only, and why, where the device cannot record its work.
+std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device, const Backend& backend,
+                                                           const Communicator& comm, bool warn);
 
 }  // namespace zb

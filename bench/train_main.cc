@@ -45,18 +45,6 @@ void check_json_path(const std::string& path) {
   }
 }
 
-// The device's ceilings for the profile's summary, or none with a warning: a profile must not cost the run.
-zb::DeviceCeilings ceilings_or_warning(zb::Backend& backend, zb::TrackingAllocator& allocator, zb::DType dtype,
-                                       int rank) {
-  try {
-    return zb::measure_device_ceilings(backend, allocator, dtype);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warning: --profile-dir, rank %d: the device's ceilings could not be measured (%s); the "
-                         "summaries show no share of them\n", rank, e.what());
-    return {};
-  }
-}
-
 int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFlags& extra) {
   zb::TrainingRun run = zb::validate_training_flags(flags);
   run.options.ranks_per_host = world.local_size();
@@ -94,9 +82,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   std::optional<zb::Profiler> profiler;
   if (run.profile.enabled()) {
     traced = std::make_unique<zb::TracedBackend>(*backend);
-    auto streams = backend->named_streams();
-    streams.push_back({comm->stream(), "communication"});
-    activity = zb::device_activity_or_warning(run.device, printer, streams);
+    activity = zb::device_activity_or_warning(run.device, *backend, *comm, printer);
     profiler.emplace(run.profile, "train", run.num_steps,
                      zb::ProfileContext{.backend = backend.get(),
                                         .activity = activity.get(),
@@ -105,8 +91,9 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                                         .world = world.size(),
                                         .device_name = device_name,
                                         .ops_run_on_host = !run.device.is_cuda(),
-                                        .ceilings = ceilings_or_warning(*backend, allocator, run.options.dtype,
-                                                                        world.rank()),
+                                        .ceilings = zb::measure_device_ceilings_or_warn(*backend, allocator,
+                                                                                        run.options.dtype,
+                                                                                        world.rank()),
                                         .print = printer});
   }
   zb::Trainer trainer(run.options, traced ? *traced : *backend, allocator, *data, comm.get());
@@ -144,9 +131,9 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   std::vector<zb::StepStats> steps;
   zb::TimedSteps summarised;  // this rank's steps of the summary (after the warm-up; at least the last)
   const int64_t first_summarised = std::clamp<int64_t>(extra.warmup_steps, 0, run.num_steps - 1);
-  int64_t unprofiled_summarised = 0;
-  for (int64_t i = first_summarised; i < run.num_steps; ++i)
-    unprofiled_summarised += profiler && profiler->profiles(i + 1) ? 0 : 1;
+  const int64_t summarised_steps = run.num_steps - first_summarised;
+  const int64_t unprofiled_summarised =
+      profiler ? profiler->unprofiled_steps(first_summarised + 1, run.num_steps) : summarised_steps;
   for (int64_t i = 0; i < run.num_steps; ++i) {
     if (i == first_summarised) telemetry.start();
     if (profiler) profiler->before_step(i + 1);
@@ -163,7 +150,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   telemetry.stop();
   if (profiler) profiler->finish();
   print(zb::format_summary(steps, extra.warmup_steps, throughput, allocator));
-  if (profiler && unprofiled_summarised > 0 && unprofiled_summarised < run.num_steps - first_summarised)
+  if (profiler && unprofiled_summarised > 0 && unprofiled_summarised < summarised_steps)
     print("(the profiled steps are in the summary above; the per-rank figures and the record leave them out)");
   zb::MeasuredMemory memory;
   memory.add_peaks(allocator);

@@ -167,7 +167,8 @@ void TracedBackend::dropout_mask(const Tensor& x, double p, uint64_t seed, uint6
 }
 
 void TracedBackend::attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) {
-  TraceScope scope(TraceCategory::op, "attention_forward", attention_forward_flops(shape), bytes_of({&qkv, &out, &lse}));
+  TraceScope scope(TraceCategory::op, "attention_forward", attention_forward_flops(shape),
+                   bytes_of({&qkv, &out, &lse}));
   inner_.attention_forward(qkv, shape, out, lse);
 }
 

@@ -325,7 +325,8 @@ TEST(ProfileSummary, CollectiveRowNamesItsKindWhereItsKernelsNameDoesNot) {
   // NCCL names many of its kernels without the collective ("ncclDevKernel_Generic"); the row is named by the
   // launching scope, "all_gather", which tells the kind.
   const ProfileSummary summary =
-      summarise(window_of({step("ProfilerStep#5", 0, 100), launch(TraceCategory::collective, "all_gather", 1, 2, 21, 0, 8e6),
+      summarise(window_of({step("ProfilerStep#5", 0, 100),
+                           launch(TraceCategory::collective, "all_gather", 1, 2, 21, 0, 8e6),
                            device(TraceCategory::collective, 9, "ncclDevKernel_Generic", 10, 18, 21)},
                           false, 4),
                 {});

@@ -52,7 +52,8 @@ TEST(SweepPlan, AnOutOfMemoryRulesOutTheLargerOfItsKindOnly) {
   rule.ran_out(failed);
   std::vector<std::string> skipped;
   for (const SweepPoint& p : points)
-    if (const auto why = rule.skip_reason(p)) skipped.push_back(std::to_string(p.seq_length) + "/" + std::to_string(p.batch_size) + " " + p.optimizer);
+    if (rule.skip_reason(p))
+      skipped.push_back(std::to_string(p.seq_length) + "/" + std::to_string(p.batch_size) + " " + p.optimizer);
   // Batch 4 and 8 at 512 and at 1024, adamw only; batch 1 still runs at both lengths.
   EXPECT_EQ(skipped, (std::vector<std::string>{"512/4 adamw", "512/8 adamw", "1024/4 adamw", "1024/8 adamw"}));
   EXPECT_EQ(rule.skip_reason(points[2]).value_or(""), "skipped: batch 4 at seq 512 ran out");
