@@ -105,6 +105,7 @@ BenchRecord configuration_record(const TrainingOptions& options, int world, int6
   r.activation_checkpointing = std::string(activation_checkpointing_name(options.activation_checkpointing));
   r.optimizer = optimizer_name(options.optimizer);
   r.lora = lora_description(options.model.lora);
+  r.lora_rank = options.model.lora.enabled() ? options.model.lora.rank : 0;
   return r;
 }
 

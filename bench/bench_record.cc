@@ -37,6 +37,8 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["offloaded_share"] = r.offloaded_share;
   j["status"] = r.status;
   j["error"] = r.error;
+  j["oom_pool"] = r.oom_pool;
+  j["oom_bytes"] = r.oom_bytes ? nlohmann::ordered_json(*r.oom_bytes) : nlohmann::ordered_json(nullptr);
   j["model"] = r.model;
   j["parameters"] = r.parameters;
   j["world_size"] = r.world_size;
@@ -47,6 +49,7 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   j["activation_checkpointing"] = r.activation_checkpointing;
   j["optimizer"] = r.optimizer;
   j["lora"] = r.lora;
+  j["lora_rank"] = r.lora_rank;
   j["trainable_parameters"] = r.trainable_parameters;
   j["frozen_parameters"] = r.frozen_parameters;
   j["repeat"] = r.repeat;
@@ -66,6 +69,8 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("gpu_peak_gb", r.gpu_peak_gb);
   number("gpu_allocated_gb", r.gpu_allocated_gb);
   number("gpu_capacity_gb", r.gpu_capacity_gb);
+  number("device_memory_limit_gb", r.device_memory_limit_gb);
+  number("device_memory_outside_gb", r.device_memory_outside_gb);
   number("parameters_gb", r.parameters_gb);
   number("gradients_gb", r.gradients_gb);
   number("optimizer_state_gb", r.optimizer_state_gb);

@@ -42,11 +42,15 @@ struct BenchRecord {
   std::string activation_checkpointing = "none";  // none, full or selective (models/activation_checkpointing.h)
   std::string optimizer = "adamw";  // adamw, adam, sgd, adamw8bit or adam8bit (OptimizerParams)
   std::string lora = "none";        // "none", or the adapters: "rank 16, alpha 32, attention" (lora_description)
+  int64_t lora_rank = 0;            // the adapters' rank (0: no LoRA)
   int64_t trainable_parameters = 0;  // the weights trained (the adapters' under LoRA; else every one)
   int64_t frozen_parameters = 0;     // the weights only read (the base model's under LoRA; else none)
   // The outcome: "ok", "oom", "error" or "interrupted"; error holds the message of the rank that failed.
   std::string status = "ok";
   std::string error;
+  // Out of memory: the pool that asked and the bytes it asked for (the failing rank's, where known).
+  std::string oom_pool;
+  std::optional<int64_t> oom_bytes;
 
   // Step time over the timed steps (after warm-up) of every repeat, in ms, less the steps a profile traced
   // (profile_steps; unless no other step was timed); stddev is of the repeats' means, step_time_stddev_ms of
@@ -58,6 +62,10 @@ struct BenchRecord {
   // GPU memory, GB (1e9 bytes), the worst rank's: peak and still allocated at the end, and peak by pool,
   // measured by the engine's allocator and predicted (the ZeRO formulas; activations from the model's plan).
   std::optional<double> gpu_peak_gb, gpu_allocated_gb, gpu_capacity_gb;
+  // --device-memory-limit-gb: the card size asked for, and what the device held outside the engine when the
+  // configuration started (the CUDA context, libraries; the worst rank's), which the cap leaves out of the engine's
+  // share (bench/device_memory_cap.h).
+  std::optional<double> device_memory_limit_gb, device_memory_outside_gb;
   std::optional<double> parameters_gb, gradients_gb, optimizer_state_gb, activations_gb, workspace_gb;
   std::optional<double> predicted_parameters_gb, predicted_gradients_gb, predicted_optimizer_state_gb;
   std::optional<double> predicted_activations_gb;      // the model's activation buffers for one micro-batch

@@ -4,6 +4,7 @@
 
 #include "comm/communicator_factory.h"
 #include "bench/device_ceilings.h"
+#include "bench/device_memory_cap.h"
 #include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "core/strings.h"
@@ -66,6 +67,14 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
   run_repeats(options, progress, interrupted, on_step, outcome, timed, memory);
   r.status = status_name(outcome.status);
   r.error = outcome.status == kOk ? "" : outcome.message;
+  if (outcome.status == kOutOfMemory) {
+    r.oom_pool = outcome.oom_pool;
+    if (outcome.oom_bytes > 0) r.oom_bytes = int64_t(outcome.oom_bytes);
+  }
+  if (settings_.device_memory_limit) {
+    r.device_memory_limit_gb = double(*settings_.device_memory_limit) / 1e9;
+    r.device_memory_outside_gb = agreement_.max(double(held_outside_)) / 1e9;
+  }
   fill_memory(r, options, memory, agreement_);  // also for a failed run: how far it got
   if (outcome.status != kOk || timed.count == 0) return r;
   const RankResult mine = own_rank_result(world_.rank(), world_.host_name(), settings_.device, timed.rank,
@@ -87,11 +96,15 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
   progress.step = 0;
   telemetry_.clear();
   profiled_.reset();
+  breakdown_.reset();
   for (int64_t repeat = 0; repeat < settings_.repeat && outcome.status == kOk; ++repeat) {
     if (repeat == 0 && settings_.profile.enabled() && !ceilings_)  // (once: a failure is not tried again)
       ceilings_ = measure_device_ceilings_or_warn(*backend_, allocator_, options.dtype, world_.rank());
     allocator_.reset_peaks();
-    allocator_.set_limit(settings_.device_memory_limit);
+    if (settings_.device_memory_limit) {  // measured again for each repeat: the last one's is recorded
+      const DeviceMemoryCap cap = cap_device_memory(allocator_, *settings_.device_memory_limit);
+      held_outside_ = cap.held_outside;
+    }
     std::unique_ptr<TokenSource> data;
     std::unique_ptr<Trainer> trainer;
     std::optional<Profiler> profiler;  // the first repeat's
@@ -125,7 +138,7 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
       agree(outcome, [&] {
         for (int64_t step = 0; step < settings_.warmup_steps + settings_.num_steps; ++step) {
           if (agreement_.max(interrupted() ? 1 : 0) > 0) {
-            outcome = {kInterrupted, "interrupted"};
+            outcome = {kInterrupted, "interrupted", {}, 0};
             return;
           }
           fail_if_injected(progress);
@@ -143,9 +156,11 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
         }
         telemetry_.stop();
         memory.note_end_of_steps(allocator_, trainer->host_allocator());
+        if (settings_.device_memory_limit) warn_if_outside_grew();
         if (profiler) {
           profiler->finish();
           profiled_ = profile_record_fields(profiler->windows());
+          if (!profiler->windows().empty()) breakdown_ = profiler->windows().front().breakdown;
         }
       });
     profiler.reset();  // (a window a failure left open is closed, not written)
@@ -167,17 +182,35 @@ void BenchRunner::agree(Outcome& outcome, const std::function<void()>& body) {
   try {
     body();
   } catch (const OutOfMemory& e) {
-    outcome = {kOutOfMemory, e.what()};
+    outcome = {kOutOfMemory, e.what(), e.pool(), e.bytes()};
   } catch (const std::exception& e) {
-    outcome = {kError, e.what()};
+    outcome = {kError, e.what(), {}, 0};
   }
   const std::optional<RankAgreement::Outcome> agreed =
       agreement_.worst(outcome.status, outcome.message, settings_.agreement_timeout_s);
   if (!agreed) end_job_alone(outcome.status, outcome.message, world_.rank(), settings_.agreement_timeout_s);
+  // The failing rank's pool and bytes (every rank takes part: the outcome is the same on all of them).
+  if (agreed->status == kOutOfMemory && world_.size() > 1) {
+    const std::vector<std::string> pools = agreement_.all_gather(outcome.oom_pool);
+    const double bytes = agreement_.max(agreed->rank == world_.rank() ? double(outcome.oom_bytes) : 0.0);
+    outcome.oom_pool = pools[size_t(agreed->rank)];
+    outcome.oom_bytes = size_t(bytes);
+  }
   outcome.status = agreed->status;
   if (outcome.status != kOk) {
     outcome.message = world_.size() > 1 ? cat("rank ", agreed->rank, ": ", agreed->message) : agreed->message;
   }
+}
+
+void BenchRunner::warn_if_outside_grew() const {
+  constexpr size_t kNoticeable = size_t(64) << 20;
+  const size_t now = allocator_.held_outside();
+  if (now <= held_outside_ + kNoticeable) return;
+  std::fprintf(stderr,
+               "warning: rank %d: the device held %.2f GB outside the engine at the end of the steps, %.2f GB at "
+               "the start: libraries allocated during the steps, which --device-memory-limit-gb did not count\n",
+               world_.rank(), double(now) / 1e9, double(held_outside_) / 1e9);
+  std::fflush(stderr);
 }
 
 void BenchRunner::fail_if_injected(const RunProgress& progress) const {

@@ -39,7 +39,7 @@ struct BenchSettings {
   int64_t warmup_steps = 5;        // before them, not timed
   int64_t repeat = 1;
   std::optional<double> gpu_hour_usd;
-  std::optional<size_t> device_memory_limit;  // bytes of the engine's device allocations (tests)
+  std::optional<size_t> device_memory_limit;  // bytes: the card to run as (bench/device_memory_cap.h)
   std::string data_glob;                      // empty: synthetic tokens
   TokenFileFormat data_format = TokenFileFormat::llmc;
   std::optional<double> peak_tflops;  // the device's dense peak for MFU (none: no MFU)
@@ -76,6 +76,12 @@ class BenchRunner {
                   const std::function<void(const RunProgress&)>& on_step);
 
   const RankAgreement& agreement() const { return agreement_; }
+  // The last configuration's first profiled window split by units (this rank's), where it was profiled.
+  const std::optional<StepBreakdown>& last_breakdown() const { return breakdown_; }
+  // What a profile needs of this rank's machine to measure its peak rates (bench/peak_rates.h).
+  Backend& backend() { return *backend_; }
+  TrackingAllocator& device_allocator() { return allocator_; }
+  Communicator& communicator() { return *comm_; }
   int world_size() const { return world_.size(); }
   std::string communicator_description() const { return comm_->describe(); }
 
@@ -84,6 +90,8 @@ class BenchRunner {
   struct Outcome {
     int status = 0;
     std::string message;
+    std::string oom_pool;  // out of memory: the pool that asked and its bytes, where known
+    size_t oom_bytes = 0;
   };
   // The configuration's repeats, each with a trainer of its own, until one fails: the timed steps and memory of
   // those that ran, and the outcome.
@@ -93,6 +101,9 @@ class BenchRunner {
   // Runs body (a failure becomes the outcome: oom or error), then the ranks agree on the worst outcome; a rank
   // the others do not join within agreement_timeout_s ends the job.
   void agree(Outcome& outcome, const std::function<void()>& body);
+  // With a device memory cap: a warning where the device holds noticeably more outside the engine than when the
+  // cap was set (a library's buffers made during the steps, which the cap did not count).
+  void warn_if_outside_grew() const;
   // Tests: throws the failure BenchSettings::inject_failure asks for at this step of this rank.
   void fail_if_injected(const RunProgress& progress) const;
 
@@ -103,12 +114,14 @@ class BenchRunner {
   std::unique_ptr<Communicator> comm_;
   RankAgreement agreement_;
   GpuTelemetry telemetry_;  // this rank's GPU during the timed steps
+  size_t held_outside_ = 0;  // with a device memory cap: what the device held outside the engine at the last start
   // With a profile: the backend the trainers use (traced_ in front of backend_), the device's activity (null
   // without one), the device's ceilings, and the last profiled configuration's figures.
   std::unique_ptr<Backend> traced_;
   std::unique_ptr<DeviceActivity> activity_;
   std::optional<DeviceCeilings> ceilings_;  // measured before the first profiled configuration
   std::optional<ProfileRecordFields> profiled_;
+  std::optional<StepBreakdown> breakdown_;
   Backend& trainer_backend() { return traced_ ? *traced_ : *backend_; }
 };
 

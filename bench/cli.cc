@@ -1,5 +1,7 @@
 #include "bench/cli.h"
 
+#include "bench/device_memory_cap.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -66,19 +68,19 @@ void add_training_flags(po::options_description& flags, TrainingFlags& v) {
      "clipping left it unchanged, into spare host memory; kept when the step's norm is within --grad-clip, "
      "redone otherwise (the result is the same either way)");
   // clang-format on
+  add_device_memory_limit_flag(flags, v);
   add_aio_flags(flags, v.aio);
   add_zero_flags(flags, v.zero);
   add_loss_scaling_flags(flags, v);
   add_lora_flags(flags, v);
 }
 
-void add_lora_flags(po::options_description& flags, TrainingFlags& v) {
+void add_lora_flags(po::options_description& flags, TrainingFlags& v, bool rank_flag) {
+  if (rank_flag) {
+    flags.add_options()("lora-rank", po::value(&v.lora_rank)->default_value(v.lora_rank), kLoraRankHelp);
+  }
   // clang-format off
   flags.add_options()
-    ("lora-rank", po::value(&v.lora_rank)->default_value(v.lora_rank),
-     "LoRA: train rank-R adapters beside the frozen model (0: off, every weight trained); the base weights get "
-     "no gradient and no optimizer state, ZeRO partitions the adapters' gradients and state (stage 3 the frozen "
-     "weights too)")
     ("lora-alpha", po::value<double>()->notifier([&v](double x) { v.lora_alpha = x; }),
      "LoRA: the adapters' scale is alpha / rank (default: alpha = 2 x rank)")
     ("lora-dropout", po::value(&v.lora_dropout)->default_value(v.lora_dropout),
@@ -131,6 +133,12 @@ void add_aio_flags(po::options_description& flags, AioConfig& aio) {
     ("aio-overlap-events", po::value(&aio.overlap_events)->default_value(aio.overlap_events),
      "refill the queue as requests complete");
   // clang-format on
+}
+
+void add_device_memory_limit_flag(po::options_description& flags, TrainingFlags& v) {
+  flags.add_options()("device-memory-limit-gb",
+                      po::value(&v.device_memory_limit_gb)->default_value(v.device_memory_limit_gb, "none"),
+                      kDeviceMemoryLimitHelp);
 }
 
 void add_zero_flags(po::options_description& flags, ZeroConfig& z, bool stage_flag) {
@@ -355,6 +363,12 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
     run.profile.schedule = ProfileSchedule::parse(f.profile_schedule);
   }
   if (!f.profile_dir.empty()) require_writable_folder(f.profile_dir, "profile-dir");
+  if (!(f.device_memory_limit_gb >= 0) || !std::isfinite(f.device_memory_limit_gb) ||
+      f.device_memory_limit_gb > 1e6) {
+    throw UsageError(cat("--device-memory-limit-gb: must be a size in GB, above 0 (0: no cap), got ",
+                         f.device_memory_limit_gb));
+  }
+  if (f.device_memory_limit_gb > 0) run.device_memory_limit = size_t(f.device_memory_limit_gb * 1e9);
   run.profile.dir = f.profile_dir;
   return run;
 }

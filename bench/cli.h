@@ -51,6 +51,7 @@ struct TrainingFlags {
   std::optional<int> initial_scale_power, hysteresis;
   std::optional<int64_t> loss_scale_window;
   std::string profile_dir, profile_schedule;  // empty: no profile; the last three steps
+  double device_memory_limit_gb = 0;          // 0: none (bench/device_memory_cap.h)
 };
 
 // The help of --dtype, shared by every program.
@@ -66,6 +67,12 @@ inline constexpr const char* kModelFlagHelp =
     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
     "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
     "or a Hugging Face config.json or a folder holding one";
+
+// The help of --lora-rank, shared by every program.
+inline constexpr const char* kLoraRankHelp =
+    "LoRA: train rank-R adapters beside the frozen model (0: off, every weight trained); the base weights get no "
+    "gradient and no optimizer state, ZeRO partitions the adapters' gradients and state (stage 3 the frozen weights "
+    "too)";
 
 // The help of --activation-checkpointing, shared by every program.
 inline constexpr const char* kActivationCheckpointingHelp =
@@ -88,8 +95,11 @@ void add_training_flags(boost::program_options::options_description& flags, Trai
 void add_zero_flags(boost::program_options::options_description& flags, ZeroConfig& values, bool stage_flag = true);
 // DeepSpeed's aio settings under its names; part of add_training_flags.
 void add_aio_flags(boost::program_options::options_description& flags, AioConfig& values);
-// --lora-rank, --lora-alpha, --lora-dropout and --lora-targets; part of add_training_flags.
-void add_lora_flags(boost::program_options::options_description& flags, TrainingFlags& values);
+// --device-memory-limit-gb (bench/device_memory_cap.h); part of add_training_flags.
+void add_device_memory_limit_flag(boost::program_options::options_description& flags, TrainingFlags& values);
+// --lora-rank (where rank_flag), --lora-alpha, --lora-dropout, --lora-targets, and --profile-dir and
+// --profile-schedule; part of add_training_flags.
+void add_lora_flags(boost::program_options::options_description& flags, TrainingFlags& values, bool rank_flag = true);
 // fp16's loss scaling under DeepSpeed's names (dashes for underscores) and defaults; part of add_training_flags.
 void add_loss_scaling_flags(boost::program_options::options_description& flags, TrainingFlags& values);
 
@@ -105,6 +115,7 @@ struct TrainingRun {
   std::string data_glob;
   TokenFileFormat data_format = TokenFileFormat::llmc;
   ProfileOptions profile;
+  std::optional<size_t> device_memory_limit;  // bytes: the card to run as (bench/device_memory_cap.h)
 };
 
 // Throws UsageError naming the flag and what it accepts.

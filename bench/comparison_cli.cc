@@ -29,29 +29,12 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
     ("seq-length", po::value<int64_t>()->notifier([&t](int64_t x) { t.seq_length = x; }),
      "tokens per sample (default: min(512, the model's maximum))")
     ("num-steps", po::value(&t.num_steps)->default_value(t.num_steps), "timed optimizer steps per configuration")
-    ("warmup-steps", po::value(&f.warmup_steps)->default_value(f.warmup_steps),
-     "optimizer steps before the timed ones (not timed)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(t.grad_accum), "micro-batches per optimizer step")
     ("dtype", po::value(&t.dtype)->default_value(t.dtype, "bf16 on cuda, fp32 on cpu"), kDtypeHelp)
     ("activation-checkpointing", po::value(&f.checkpointing)->multitoken()->default_value(f.checkpointing, "none"),
      (std::string(kActivationCheckpointingHelp) + ". Several (e.g. none full) compare each with every " +
       (zero ? "stage" : "strategy")).c_str())
     ("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), kOptimizerHelp)
-    ("lr", po::value(&t.lr)->default_value(t.lr, "3e-4"), "learning rate (constant)")
-    ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
-    ("device", po::value(&t.device)->default_value(t.device, "cuda"),
-     "cuda (one GPU per rank) or cpu; without a GPU, --device cpu must be given")
-    ("seed", po::value(&t.seed)->default_value(t.seed), "seed of the initialisation and the synthetic tokens")
-    ("repeat", po::value(&f.repeat)->default_value(f.repeat),
-     "runs of each configuration (mean and standard deviation over them)")
-    ("output-dir", po::value(&f.output_dir)->default_value(f.output_dir),
-     "folder of the results, each file named after the run: <kind>_comparison_<UTC time>[_N].json, .csv and "
-     ".svg, and the recommended configuration as a DeepSpeed config, ds_config_<kind>_comparison_<UTC time>[_N]"
-     ".json; created if missing")
-    ("gpu-hour-usd", po::value(&f.gpu_hour_usd)->default_value(f.gpu_hour_usd, "none"),
-     "price of one GPU-hour: adds the cost per 1,000 samples")
-    ("data", po::value(&t.data)->default_value(t.data, "synthetic"), "token files (a quoted glob)")
-    ("data-format", po::value(&t.data_format)->default_value(t.data_format), "llmc or raw")
     ("config", po::value(&f.config),
      "a DeepSpeed JSON config: its stage, offload, micro-batch, gradient accumulation, bf16/fp16, bucket "
      "sizes and aio settings replace the defaults (flags given on the command line win); offload_bench adds "
@@ -60,15 +43,13 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
      "regression mode: a results JSON of an earlier run; exit 1 when a configuration's throughput or GPU peak "
      "memory is worse than it by more than --max-regression")
     ("max-regression", po::value(&f.max_regression)->default_value(f.max_regression),
-     "percent of throughput lost or peak memory gained allowed against --baseline")
-    ("peak-tflops", po::value(&f.peak_tflops)->default_value(0.0, "from the GPU's name"),
-     "the GPU's dense bf16 peak in TFLOP/s, for MFU")
-    ("device-memory-limit-gb", po::value(&f.device_memory_limit_gb)->default_value(0.0, "none"),
-     "for tests: cap the engine's device allocations per rank, to force a configuration out of memory")
-    ("agreement-timeout-s", po::value(&f.agreement_timeout_s)->default_value(f.agreement_timeout_s),
-     "how long a rank that failed alone waits for the others (stuck in a collective) before it ends the job")
-    ("inject-failure", po::value(&f.inject_failure),
-     "for tests: RANK:CONFIGURATION:STEP makes that rank fail at that step (1-based) of that configuration");
+     "percent of throughput lost or peak memory gained allowed against --baseline");
+  // clang-format on
+  add_run_flags(options, t);
+  add_runner_flags(options, f.runner,
+                   "each file named after the run: <kind>_comparison_<UTC time>[_N].json, .csv and .svg, and the "
+                   "recommended configuration as a DeepSpeed config, ds_config_<kind>_comparison_<UTC time>[_N].json");
+  // clang-format off
   if (zero) {
     options.add_options()
       ("stages", po::value(&f.stages)->multitoken()->default_value(f.stages, "0 1 2 3"), "ZeRO stages to compare")
@@ -94,6 +75,109 @@ void add_comparison_flags(po::options_description& options, ComparisonFlags& f, 
   add_zero_flags(options, t.zero, /*stage_flag=*/false);
   add_lora_flags(options, t);
   add_loss_scaling_flags(options, t);
+  add_device_memory_limit_flag(options, t);
+}
+
+void add_runner_flags(po::options_description& options, RunnerFlags& f, const std::string& outputs) {
+  // clang-format off
+  options.add_options()
+    ("warmup-steps", po::value(&f.warmup_steps)->default_value(f.warmup_steps),
+     "optimizer steps before the timed ones (not timed)")
+    ("repeat", po::value(&f.repeat)->default_value(f.repeat),
+     "runs of each configuration (mean and standard deviation over them)")
+    ("output-dir", po::value(&f.output_dir)->default_value(f.output_dir),
+     ("folder of the results, " + outputs + "; created if missing").c_str())
+    ("gpu-hour-usd", po::value(&f.gpu_hour_usd)->default_value(f.gpu_hour_usd, "none"),
+     "price of one GPU-hour: adds the cost per 1,000 samples")
+    ("peak-tflops", po::value(&f.peak_tflops)->default_value(0.0, "from the GPU's name"),
+     "the GPU's dense bf16 peak in TFLOP/s, for MFU")
+    ("agreement-timeout-s", po::value(&f.agreement_timeout_s)->default_value(f.agreement_timeout_s),
+     "how long a rank that failed alone waits for the others (stuck in a collective) before it ends the job")
+    ("inject-failure", po::value(&f.inject_failure),
+     "for tests: RANK:CONFIGURATION:STEP makes that rank fail at that step (1-based) of that configuration");
+  // clang-format on
+}
+
+void add_run_flags(po::options_description& options, TrainingFlags& t) {
+  // clang-format off
+  options.add_options()
+    ("lr", po::value(&t.lr)->default_value(t.lr, "3e-4"), "learning rate (constant)")
+    ("grad-clip", po::value(&t.grad_clip)->default_value(t.grad_clip), "global gradient-norm bound (0: none)")
+    ("device", po::value(&t.device)->default_value(t.device, "cuda"),
+     "cuda (one GPU per rank) or cpu; without a GPU, --device cpu must be given")
+    ("seed", po::value(&t.seed)->default_value(t.seed), "seed of the initialisation and the synthetic tokens")
+    ("data", po::value(&t.data)->default_value(t.data, "synthetic"), "token files (a quoted glob)")
+    ("data-format", po::value(&t.data_format)->default_value(t.data_format), "llmc or raw");
+  // clang-format on
+}
+
+void check_token_files(const TrainingOptions& options, const BenchSettings& settings, const MpiWorld& world) {
+  if (settings.data_glob.empty()) return;
+  TrainingRun data_check;
+  data_check.options = options;
+  data_check.data_glob = settings.data_glob;
+  data_check.data_format = settings.data_format;
+  make_token_source(data_check, world.rank(), world.size());
+}
+
+std::string program_device(const std::string& device, const char* program) {
+  // The GPU is the default; without one, say so and show the CPU form instead of silently using the CPU.
+  if (device.empty()) {
+    if (cuda_device_count() == 0) {
+      throw UsageError(cat("--device: no CUDA GPU is visible, and ", program, " runs on GPUs by default; to run ",
+                           "on the CPU, say so: ", program, " --device cpu --model gpt2-tiny ..."));
+    }
+    return "cuda:0";
+  }
+  return device == "cuda" ? "cuda:0" : device;
+}
+
+BenchSettings runner_settings(const RunnerFlags& f, const TrainingRun& run) {
+  if (f.warmup_steps < 0 || f.warmup_steps > 1'000'000) {
+    throw UsageError(cat("--warmup-steps: must be an integer in [0, 1000000], got ", f.warmup_steps));
+  }
+  if (f.repeat < 1 || f.repeat > 1000) throw UsageError(cat("--repeat: must be in [1, 1000], got ", f.repeat));
+  if (!(f.gpu_hour_usd >= 0) || !std::isfinite(f.gpu_hour_usd)) {
+    throw UsageError(cat("--gpu-hour-usd: must be a non-negative price, got ", f.gpu_hour_usd));
+  }
+  if (!(f.peak_tflops >= 0) || !std::isfinite(f.peak_tflops)) {
+    throw UsageError(cat("--peak-tflops: must be a positive number (0: look it up), got ", f.peak_tflops));
+  }
+  if (!(f.agreement_timeout_s > 0 && f.agreement_timeout_s <= 86400)) {
+    throw UsageError(cat("--agreement-timeout-s: must be in (0, 86400] seconds, got ", f.agreement_timeout_s));
+  }
+  std::optional<BenchSettings::InjectedFailure> inject;
+  if (!f.inject_failure.empty()) {
+    BenchSettings::InjectedFailure i;
+    long long step = 0;
+    char extra = 0;
+    if (std::sscanf(f.inject_failure.c_str(), "%d:%d:%lld%c", &i.rank, &i.configuration, &step, &extra) != 3 ||
+        i.rank < 0 || i.configuration < 1 || step < 1) {
+      throw UsageError(
+          cat("--inject-failure: RANK:CONFIGURATION:STEP (rank from 0, the others from 1), got ", f.inject_failure));
+    }
+    i.step = step;
+    inject = i;
+  }
+  BenchSettings s;
+  s.device = run.device;
+  s.backend_options = program_backend_options();
+  s.num_steps = run.num_steps;
+  s.warmup_steps = f.warmup_steps;
+  s.repeat = f.repeat;
+  if (f.gpu_hour_usd > 0) s.gpu_hour_usd = f.gpu_hour_usd;
+  s.device_memory_limit = run.device_memory_limit;
+  s.agreement_timeout_s = f.agreement_timeout_s;
+  s.inject_failure = inject;
+  s.data_glob = run.data_glob;
+  s.data_format = run.data_format;
+  s.profile = run.profile;
+  if (f.peak_tflops > 0) {
+    s.peak_tflops = f.peak_tflops;
+  } else if (run.device.is_cuda() && dtype_size(run.options.dtype) == 2) {  // bf16's and fp16's peaks are one
+    s.peak_tflops = bf16_peak_tflops(cuda_device_name(run.device.index));
+  }
+  return s;
 }
 
 namespace {
@@ -253,46 +337,9 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   const char* program = kind == ComparisonKind::zero_stages ? "zero_bench" : "offload_bench";
   if (!f.config.empty()) apply_deepspeed_config(read_deepspeed_config(f.config), vm, f, kind, world);
   TrainingFlags& t = f.training;
-  // The GPU is the default; without one, say so and show the CPU form instead of silently using the CPU.
-  if (t.device.empty()) {
-    if (cuda_device_count() == 0) {
-      throw UsageError(cat("--device: no CUDA GPU is visible, and ", program, " runs on GPUs by default; to run ",
-                           "on the CPU, say so: ", program, " --device cpu --model gpt2-tiny ..."));
-    }
-    t.device = "cuda";
-  }
-  if (t.device == "cuda") t.device = "cuda:0";  // each rank's own GPU is chosen later
-  if (f.warmup_steps < 0 || f.warmup_steps > 1'000'000) {
-    throw UsageError(cat("--warmup-steps: must be an integer in [0, 1000000], got ", f.warmup_steps));
-  }
-  if (f.repeat < 1 || f.repeat > 1000) throw UsageError(cat("--repeat: must be in [1, 1000], got ", f.repeat));
-  if (!(f.gpu_hour_usd >= 0) || !std::isfinite(f.gpu_hour_usd)) {
-    throw UsageError(cat("--gpu-hour-usd: must be a non-negative price, got ", f.gpu_hour_usd));
-  }
+  t.device = program_device(t.device, program);
   if (!(f.max_regression >= 0 && f.max_regression <= 1000)) {
     throw UsageError(cat("--max-regression: must be a percentage in [0, 1000], got ", f.max_regression));
-  }
-  if (!(f.peak_tflops >= 0) || !std::isfinite(f.peak_tflops)) {
-    throw UsageError(cat("--peak-tflops: must be a positive number (0: look it up), got ", f.peak_tflops));
-  }
-  if (!(f.device_memory_limit_gb >= 0) || !std::isfinite(f.device_memory_limit_gb)) {
-    throw UsageError(cat("--device-memory-limit-gb: must be a non-negative number, got ", f.device_memory_limit_gb));
-  }
-  if (!(f.agreement_timeout_s > 0 && f.agreement_timeout_s <= 86400)) {
-    throw UsageError(cat("--agreement-timeout-s: must be in (0, 86400] seconds, got ", f.agreement_timeout_s));
-  }
-  std::optional<BenchSettings::InjectedFailure> inject;
-  if (!f.inject_failure.empty()) {
-    BenchSettings::InjectedFailure i;
-    long long step = 0;
-    char extra = 0;
-    if (std::sscanf(f.inject_failure.c_str(), "%d:%d:%lld%c", &i.rank, &i.configuration, &step, &extra) != 3 ||
-        i.rank < 0 || i.configuration < 1 || step < 1) {
-      throw UsageError(
-          cat("--inject-failure: RANK:CONFIGURATION:STEP (rank from 0, the others from 1), got ", f.inject_failure));
-    }
-    i.step = step;
-    inject = i;
   }
   if (!f.baseline.empty() && !std::ifstream(f.baseline)) {
     throw UsageError(cat("--baseline ", f.baseline, ": cannot be read"));
@@ -328,7 +375,7 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
   if (kind == ComparisonKind::offload_strategies) t.offload = wants_nvme ? "nvme" : "none";  // checks the path
   const std::vector<ActivationCheckpointing> modes = checkpointing_modes(f.checkpointing);
   const TrainingRun run = validate_training_flags(t);
-  require_writable_folder(f.output_dir, "output-dir");
+  require_writable_folder(f.runner.output_dir, "output-dir");
 
   if (kind == ComparisonKind::zero_stages) {
     for (int stage : f.stages) runs.push_back({stage, {run.options.offload, run.options.offload_ratio}});
@@ -348,25 +395,8 @@ ComparisonPlan plan_comparison(ComparisonFlags f, const po::variables_map& vm, C
     }
   }
 
-  BenchSettings& s = plan.settings;
-  s.device = run.device;
-  s.backend_options = program_backend_options();
-  s.num_steps = run.num_steps;
-  s.warmup_steps = f.warmup_steps;
-  s.repeat = f.repeat;
-  if (f.gpu_hour_usd > 0) s.gpu_hour_usd = f.gpu_hour_usd;
-  if (f.device_memory_limit_gb > 0) s.device_memory_limit = size_t(f.device_memory_limit_gb * 1e9);
-  s.agreement_timeout_s = f.agreement_timeout_s;
-  s.inject_failure = inject;
-  s.data_glob = run.data_glob;
-  s.data_format = run.data_format;
-  s.profile = run.profile;
-  if (f.peak_tflops > 0) {
-    s.peak_tflops = f.peak_tflops;
-  } else if (run.device.is_cuda() && dtype_size(run.options.dtype) == 2) {  // bf16's and fp16's peaks are one
-    s.peak_tflops = bf16_peak_tflops(cuda_device_name(run.device.index));
-  }
-  plan.output_dir = f.output_dir;
+  plan.settings = runner_settings(f.runner, run);
+  plan.output_dir = f.runner.output_dir;
   plan.baseline = f.baseline;
   plan.max_regression = f.max_regression;
   plan.title = cat(program, ": ", run.options.model.name, ", batch ", run.options.batch, " x seq ", run.options.seq,

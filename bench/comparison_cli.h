@@ -15,19 +15,45 @@ namespace zb {
 
 enum class ComparisonKind { zero_stages, offload_strategies };
 
-struct ComparisonFlags {
-  TrainingFlags training;  // --model, --batch-size, ... as `train` has them (defaults below)
+// The runner's flags, shared by zero_bench, offload_bench and sweep.
+struct RunnerFlags {
   int64_t warmup_steps = 5;
   std::string output_dir = "results";
   int64_t repeat = 1;
   double gpu_hour_usd = 0;  // 0: no cost column
-  std::string config;       // a DeepSpeed JSON config
-  std::string baseline;     // a results file to compare with (regression mode)
-  double max_regression = 5;
-  double peak_tflops = 0;
-  double device_memory_limit_gb = 0;  // tests: cap the engine's device allocations (0: none)
+  double peak_tflops = 0;   // 0: from the GPU's name
   double agreement_timeout_s = 600;
-  std::string inject_failure;           // tests: "RANK:CONFIGURATION:STEP"
+  std::string inject_failure;  // tests: "RANK:CONFIGURATION:STEP"
+};
+
+// --warmup-steps, --repeat, --output-dir (its help naming the files `outputs` describes), --gpu-hour-usd,
+// --peak-tflops, --agreement-timeout-s and --inject-failure.
+void add_runner_flags(boost::program_options::options_description& options, RunnerFlags& flags,
+                      const std::string& outputs);
+
+// --lr, --grad-clip, --device, --seed, --data and --data-format: the training flags the programs that run several
+// configurations share.
+void add_run_flags(boost::program_options::options_description& options, TrainingFlags& flags);
+
+// The token files `settings` name, checked as train checks them (they match, their headers, lengths and first
+// file's ids), before any configuration runs: a bad file named on the command line is bad input (UsageError), not a
+// failed run. Every configuration reads the same files with the same shape: `options` is any of them.
+void check_token_files(const TrainingOptions& options, const BenchSettings& settings, const MpiWorld& world);
+
+// The runner's settings for a validated run; throws UsageError naming the runner's flag that is out of range, and
+// --device-memory-limit-gb, --profile-dir, ... as validate_training_flags checked them.
+BenchSettings runner_settings(const RunnerFlags& flags, const TrainingRun& run);
+
+// --device as given, or "cuda:0" where it was not and a GPU is visible; without one, a UsageError that shows the
+// program's CPU form ("cuda" is "cuda:0": each rank's own GPU is chosen later).
+std::string program_device(const std::string& device, const char* program);
+
+struct ComparisonFlags {
+  TrainingFlags training;  // --model, --batch-size, ... as `train` has them (defaults below)
+  RunnerFlags runner;
+  std::string config;    // a DeepSpeed JSON config
+  std::string baseline;  // a results file to compare with (regression mode)
+  double max_regression = 5;
   std::vector<int> stages{0, 1, 2, 3};  // zero_bench
   std::vector<std::string> strategies;  // offload_bench
   std::string config_strategy;          // offload_bench: a partial optimizer offload from --config (NAME:RATIO)

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "bench/comparison_output.h"
+#include "bench/progress_line.h"
 #include "bench/recommendation.h"
 #include "bench/regression.h"
 #include "bench/run_environment.h"
@@ -22,47 +23,12 @@ namespace {
 // Set by the first Ctrl-C (see stop_gracefully_on_interrupt): a signal handler can only reach a static.
 volatile std::sig_atomic_t interrupt_requested = 0;
 
-// One progress line on stderr, redrawn in place on a terminal and one line a step otherwise (logs).
-class ProgressLine {
- public:
-  explicit ProgressLine(bool enabled) : enabled_(enabled), terminal_(::isatty(STDERR_FILENO) == 1) {}
-  ~ProgressLine() { finish(); }
-
-  void show(const RunProgress& p, int64_t steps_done, int64_t steps_total) {
-    if (!enabled_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double eta = steps_done > 0 ? elapsed / double(steps_done) * double(steps_total - steps_done) : 0;
-    const std::string text = cat("configuration ", p.configuration, "/", p.configurations, " (", p.label, "): step ",
-                                 p.step, "/", p.steps, ", ETA ", int64_t(eta + 0.5), " s");
-    std::fprintf(stderr, terminal_ ? "\r%-100s" : "%s\n", text.c_str());
-    std::fflush(stderr);
-    drawn_ = terminal_;
-  }
-  void finish() {
-    if (drawn_) std::fprintf(stderr, "\n");
-    drawn_ = false;
-  }
-
- private:
-  bool enabled_, terminal_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
 int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options::variables_map& vm,
             ComparisonKind kind) {
   ComparisonPlan plan = plan_comparison(flags, vm, kind, world.size());
   plan.settings.device = device_for_rank(plan.settings.device, world);
   for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
-  // Token files are checked as train checks them (they match, their headers, lengths and first file's ids),
-  // before any configuration runs: a bad file named on the command line is bad input, not a failed run. Every
-  // configuration reads the same files with the same shape.
-  if (!plan.settings.data_glob.empty()) {
-    TrainingRun data_check;
-    data_check.options = plan.configurations.front();
-    data_check.data_glob = plan.settings.data_glob;
-    data_check.data_format = plan.settings.data_format;
-    make_token_source(data_check, world.rank(), world.size());
-  }
+  check_token_files(plan.configurations.front(), plan.settings, world);
   // A baseline is read and checked before any work: readable, results, and sharing a configuration with the run.
   std::optional<Baseline> baseline;
   if (!plan.baseline.empty()) {

@@ -198,7 +198,13 @@ void Profiler::write_window_files() {
   ProfileWindow window = window_of(std::move(slices));
   window.device_work_recorded = context_.ops_run_on_host || context_.activity != nullptr;
   written.summary = summarise(window, context_.ceilings);
+  written.breakdown = step_breakdown(window);
   written.device_work_recorded = window.device_work_recorded;
+  if (!options_.writes_files()) {
+    written.label = config_ + "_steps" + steps_text(steps_);
+    windows_.push_back(std::move(written));
+    return;
+  }
   // A name no earlier run used in this folder.
   namespace fs = std::filesystem;
   const std::string base = config_ + "_steps" + steps_text(steps_);

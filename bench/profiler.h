@@ -24,6 +24,7 @@
 #include "bench/bench_record.h"
 #include "bench/profile_options.h"
 #include "bench/profile_summary.h"
+#include "bench/step_breakdown.h"
 #include "comm/communicator.h"
 #include "core/profile_schedule.h"
 #include "kernels/backend.h"
@@ -48,8 +49,9 @@ struct ProfiledWindow {
   std::string label;  // "<config>_steps<a>-<b>"
   std::vector<int64_t> steps;
   ProfileSummary summary;
+  StepBreakdown breakdown;
   bool device_work_recorded = true;  // (ProfileWindow's)
-  std::vector<std::string> files;
+  std::vector<std::string> files;    // none without a folder (ProfileOptions::in_memory)
 };
 
 class Profiler {

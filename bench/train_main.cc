@@ -10,6 +10,7 @@
 #include "bench/atomic_file.h"
 #include "bench/bench_measurements.h"
 #include "bench/cli.h"
+#include "bench/device_memory_cap.h"
 #include "bench/gpu_peaks.h"
 #include "bench/device_ceilings.h"
 #include "bench/gpu_telemetry.h"
@@ -96,6 +97,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                                                                                         world.rank()),
                                         .print = printer});
   }
+  // --device-memory-limit-gb: what the device holds outside the engine is measured now, after the context, the
+  // libraries and the ceilings' operands (released) have had their turn.
+  std::optional<zb::DeviceMemoryCap> cap;
+  if (run.device_memory_limit) cap = zb::cap_device_memory(allocator, *run.device_memory_limit);
   zb::Trainer trainer(run.options, traced ? *traced : *backend, allocator, *data, comm.get());
   auto print = [&](const std::string& line) {
     if (!printer) return;
@@ -123,6 +128,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                 zb::optimizer_name(o.optimizer), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
   if (run.device.is_cuda()) print(zb::cat("backend options: ", zb::program_backend_options().summary()));
+  if (cap) print(zb::cat("device memory: the engine may take ", double(cap->engine_bytes()) / 1e9, " GB (", cap->why(), ")"));
   if (o.offload == zb::OffloadStrategy::nvme && !trainer.nvme_direct_io()) {
     print(zb::cat("warning: the file system of --nvme-path ", o.nvme_path,
                   " refused O_DIRECT; the nvme strategy "
@@ -163,6 +169,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
     record.environment = zb::describe_environment(world, run.device, zb::program_backend_options());
     if (run.device.is_cuda()) record.gpu_capacity_gb = double(zb::cuda_device_memory_bytes(run.device.index)) / 1e9;
     zb::fill_memory(record, o, memory, agreement);
+    if (cap) {
+      record.device_memory_limit_gb = double(cap->card_bytes) / 1e9;
+      record.device_memory_outside_gb = agreement.max(double(cap->held_outside)) / 1e9;
+    }
     zb::fill_measurements(record, o, summarised, memory, mine,
                           {.repeat = 1, .peak_tflops = throughput.peak_tflops, .gpu_hour_usd = std::nullopt},
                           agreement);

@@ -32,6 +32,12 @@ void DeviceMemory::release(void*) noexcept {}
 std::string DeviceMemory::availability(size_t) const {
   return {};
 }
+size_t DeviceMemory::footprint(size_t bytes) const {
+  return bytes;
+}
+size_t DeviceMemory::held_outside(size_t) const {
+  return 0;
+}
 void* PinnedHostMemory::allocate(size_t) {
   throw Error("this build has no CUDA support (the toolkit was not found)");
 }

@@ -37,6 +37,25 @@ std::string DeviceMemory::availability(size_t allocated_here) const {
              " GiB are held outside this run's tensors (the CUDA context, library workspaces, other programs)");
 }
 
+size_t DeviceMemory::footprint(size_t bytes) const {
+  constexpr size_t kPage = size_t(2) << 20, kSmall = size_t(1) << 20, kAlignment = 512;
+  const size_t unit = bytes >= kSmall ? kPage : kAlignment;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+size_t DeviceMemory::held_outside(size_t allocated_here) const {
+  int current = -1;
+  cudaGetDevice(&current);
+  if (current != ordinal_) cudaSetDevice(ordinal_);
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const size_t used = total_bytes - free_bytes;
+  return used > allocated_here ? used - allocated_here : 0;
+}
+
 void* PinnedHostMemory::allocate(size_t bytes) {
   constexpr size_t kPage = 4096;
   if (bytes > SIZE_MAX - kPage) return nullptr;

@@ -14,6 +14,11 @@ class DeviceMemory final : public RawMemory {
   Device device() const override { return Device::cuda(ordinal_); }
   const char* kind() const override { return "GPU"; }
   std::string availability(size_t allocated_here) const override;
+  // cudaMalloc hands out whole 2 MiB pages for an allocation of 1 MiB or more (smaller ones share pages,
+  // 512-byte aligned).
+  size_t footprint(size_t bytes) const override;
+  // The device's used memory (cudaMemGetInfo) less `allocated_here`.
+  size_t held_outside(size_t allocated_here) const override;
 
  private:
   int ordinal_;

@@ -53,23 +53,29 @@ TrackingAllocator::TrackingAllocator(std::unique_ptr<RawMemory> memory, std::opt
 
 Buffer TrackingAllocator::allocate(size_t bytes, MemoryPool pool) {
   std::lock_guard lock(mutex_);
-  if (limit_ && total_.current + bytes > *limit_) {
-    throw OutOfMemory(cat("out of ", memory_->kind(), " memory: ", memory_pool_name(pool), " needs ",
-                          bytes / kGiB, " GiB more, ", total_.current / kGiB, " GiB in use, limit ",
-                          *limit_ / kGiB, " GiB"));
+  const size_t footprint = bytes ? memory_->footprint(bytes) : 0;
+  if (limit_ && footprint_ + footprint > *limit_) {
+    throw OutOfMemory(cat("out of ", memory_->kind(), " memory: ", memory_pool_name(pool), " asked for ", bytes,
+                          " bytes (", double(bytes) / kGiB, " GiB) with ", double(total_.current) / kGiB,
+                          " GiB in use; the cap is ", double(*limit_) / 1e9, " GB",
+                          limit_why_.empty() ? "" : " (", limit_why_, limit_why_.empty() ? "" : ")"),
+                      std::string(memory_pool_name(pool)), bytes);
   }
   void* data = bytes ? memory_->allocate(bytes) : nullptr;
   if (bytes && !data) {
     const std::string available = memory_->availability(total_.current);
     throw OutOfMemory(cat("out of ", memory_->kind(), " memory on ", memory_->device().to_string(), ": ",
-                          memory_pool_name(pool), " needs ", bytes / kGiB, " GiB more, ", total_.current / kGiB,
-                          " GiB in use", available.empty() ? "" : "; ", available));
+                          memory_pool_name(pool), " asked for ", bytes, " bytes (", double(bytes) / kGiB,
+                          " GiB) with ", double(total_.current) / kGiB, " GiB in use",
+                          available.empty() ? "" : "; ", available),
+                      std::string(memory_pool_name(pool)), bytes);
   }
   auto& p = pools_[static_cast<int>(pool)];
   p.current += bytes;
   p.peak = std::max(p.peak, p.current);
   total_.current += bytes;
   total_.peak = std::max(total_.peak, total_.current);
+  footprint_ += footprint;
   return Buffer(this, data, bytes, pool);
 }
 
@@ -78,6 +84,7 @@ void TrackingAllocator::release(void* data, size_t bytes, MemoryPool pool) noexc
   std::lock_guard lock(mutex_);
   pools_[static_cast<int>(pool)].current -= bytes;
   total_.current -= bytes;
+  footprint_ -= bytes ? memory_->footprint(bytes) : 0;
 }
 
 PoolUsage TrackingAllocator::usage(MemoryPool pool) const {
@@ -96,9 +103,20 @@ void TrackingAllocator::reset_peaks() {
   total_.peak = total_.current;
 }
 
-void TrackingAllocator::set_limit(std::optional<size_t> limit_bytes) {
+void TrackingAllocator::set_limit(std::optional<size_t> limit_bytes, std::string why) {
   std::lock_guard lock(mutex_);
   limit_ = limit_bytes;
+  limit_why_ = std::move(why);
+}
+
+std::optional<size_t> TrackingAllocator::limit() const {
+  std::lock_guard lock(mutex_);
+  return limit_;
+}
+
+size_t TrackingAllocator::held_outside() const {
+  std::lock_guard lock(mutex_);
+  return memory_->held_outside(footprint_);
 }
 
 }  // namespace zb

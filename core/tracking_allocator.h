@@ -33,6 +33,15 @@ class RawMemory {
     (void)allocated_here;
     return {};
   }
+  // What an allocation of `bytes` takes of the memory, its rounding included (a GPU's allocations are rounded to
+  // its pages): what a cap on the memory (TrackingAllocator::set_limit) counts.
+  virtual size_t footprint(size_t bytes) const { return bytes; }
+  // Bytes of the memory in use that this allocator did not hand out (`allocated_here` being what it holds now):
+  // on a GPU, the CUDA context, the libraries' handles and buffers (cuBLAS, cuDNN, NCCL) and other programs.
+  virtual size_t held_outside(size_t allocated_here) const {
+    (void)allocated_here;
+    return 0;
+  }
 };
 
 // Ordinary host memory, aligned (64 bytes for vector loads; 4096 for O_DIRECT buffers).
@@ -117,8 +126,13 @@ class TrackingAllocator {
   PoolUsage usage(MemoryPool pool) const;
   PoolUsage total() const;
   void reset_peaks();
-  // Caps the total bytes this allocator hands out (nullopt: no cap beyond the memory itself).
-  void set_limit(std::optional<size_t> limit_bytes);
+  // Caps the total footprint (RawMemory::footprint) of what this allocator hands out (nullopt: no cap beyond the
+  // memory itself). `why` ends the message of an allocation the cap refuses ("--device-memory-limit-gb 24 less
+  // 0.6 GB held outside the engine").
+  void set_limit(std::optional<size_t> limit_bytes, std::string why = {});
+  std::optional<size_t> limit() const;
+  // Bytes of the memory in use outside this allocator now (RawMemory::held_outside).
+  size_t held_outside() const;
 
  private:
   friend class Buffer;
@@ -126,6 +140,8 @@ class TrackingAllocator {
 
   std::unique_ptr<RawMemory> memory_;
   std::optional<size_t> limit_;
+  std::string limit_why_;
+  size_t footprint_ = 0;  // of the allocations alive, rounded as the memory rounds them
   mutable std::mutex mutex_;
   std::array<PoolUsage, kMemoryPoolCount> pools_{};
   PoolUsage total_{};

@@ -1,5 +1,6 @@
 #include "models/transformer.h"
 
+#include <optional>
 #include <vector>
 
 #include "core/trace.h"
@@ -63,6 +64,7 @@ double Transformer::forward_backward(const Tensor& tokens, const Tensor& targets
 
 void Transformer::queue_forward_and_loss(const Tensor& tokens, const Tensor& targets, float loss_scale) {
   forward_to_logits(tokens);
+  TraceScope unit(TraceCategory::unit, unit_name(layout_.final_unit()) + " forward");
   const float grad_scale = loss_scale / float(batch_ * seq_);
   backend_.cross_entropy_forward_backward(acts_.logits, targets, config_.vocab_size, grad_scale, acts_.losses);
 }
@@ -71,10 +73,12 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   Backend& b = backend_;
   const size_t embeddings = layout_.embedding_unit(), final = layout_.final_unit();
   const bool tied = config_.tied_embeddings;
+  std::optional<TraceScope> outer_unit(std::in_place, TraceCategory::unit, unit_name(embeddings) + " forward");
   forward_needs(embeddings);
   b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
   if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
   if (!tied) forward_done(embeddings);
+  outer_unit.reset();
 
   // Each residual add is fused into the norm that reads its result: the attention branch's into the same
   // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
@@ -100,6 +104,7 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
                           last ? acts_.ln_f : acts_.layers[l + 1].ln1);
     forward_done_block(l);
   }
+  outer_unit.emplace(TraceCategory::unit, unit_name(final) + " forward");
   b.matmul_forward(acts_.ln_f.out, params_.lm_head, Tensor{}, acts_.logits);
   forward_done(final);
   if (tied) forward_done(embeddings);
@@ -141,6 +146,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   Tensor no_bias;
   const size_t embeddings = layout_.embedding_unit(), final = layout_.final_unit();
   const bool tied = config_.tied_embeddings;
+  std::optional<TraceScope> outer_unit(std::in_place, TraceCategory::unit, unit_name(final) + " backward");
   const GradWrite final_write = backward_needs(final);
   // Tied, the lm head's gradient is the embedding unit's, written first here and added to by the lookup's
   // backward at the end.
@@ -152,6 +158,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   norm_backward(acts_.d_norm, acts_.residual[config_.n_layer], params_.ln_f_weight, acts_.ln_f, acts_.d_residual,
                 grads_.ln_f_weight, grads_.ln_f_bias, final_write);
   backward_done(final);
+  outer_unit.reset();
 
   for (int64_t l = config_.n_layer - 1; l >= 0; --l) {
     TraceScope unit(TraceCategory::unit, unit_pass_name(l, "backward"));
@@ -177,6 +184,7 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
     if (layout_.has_adapters()) backward_done(layout_.adapter_unit(l));
     backward_done(layout_.block_unit(l));
   }
+  outer_unit.emplace(TraceCategory::unit, unit_name(embeddings) + " backward");
   // The lookup's backward needs only gradients; tied, the lm head has already written the table's. Frozen
   // embeddings (LoRA) have no gradient to compute.
   const GradWrite lookup_write = tied ? GradWrite::add : backward_needs(embeddings, /*reads_weights=*/false);
@@ -272,8 +280,10 @@ const Tensor& Transformer::adapter_input(int64_t l, AdaptedLinear linear, const 
 }
 
 std::string Transformer::unit_pass_name(int64_t l, const char* pass) const {
-  return layout_.unit(layout_.block_unit(l)).name + " " + pass;
+  return unit_name(layout_.block_unit(l)) + " " + pass;
 }
+
+const std::string& Transformer::unit_name(size_t u) const { return layout_.unit(u).name; }
 
 void Transformer::forward_needs_block(int64_t l) {
   forward_needs(layout_.block_unit(l));

@@ -90,6 +90,7 @@ class Transformer {
   // forward_needs / forward_done of block l's unit and, under LoRA, its adapters' unit.
   // "block.L forward" / "block.L backward": a block's slice in a trace (and its NVTX range).
   std::string unit_pass_name(int64_t l, const char* pass) const;
+  const std::string& unit_name(size_t u) const;
   void forward_needs_block(int64_t l);
   void forward_done_block(int64_t l);
   double mean_loss();

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bench/chrome_trace.h"
+#include "support/program_outputs.h"
 #include "support/run_program.h"
 #include "support/temp_dir.h"
 #include "support/token_files.h"
@@ -112,39 +113,6 @@ std::string tiny_run(int timed_steps) {
          std::to_string(timed_steps);
 }
 const std::string kTiny = tiny_run(2);
-
-// Ranks waiting in MPI yield the core: ctest runs other jobs beside this one, and a spinning rank would take
-// the core its peer needs to reach the same collective.
-ProgramResult run_job(const std::string& program, const std::string& arguments, int ranks = 2) {
-  return run_command(std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ") +
-                     ZB_MPIEXEC + " -np " + std::to_string(ranks) + " --oversubscribe --mca mpi_yield_when_idle 1 " +
-                     ZB_BINARY_DIR + "/" + program + " " + arguments);
-}
-
-// The one file in `dir` whose name starts with `prefix` and ends with `suffix`.
-fs::path only_file(const fs::path& dir, const std::string& prefix, const std::string& suffix) {
-  std::vector<fs::path> found;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && name.size() >= suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      found.push_back(entry.path());
-  }
-  EXPECT_EQ(found.size(), 1u) << prefix << "*" << suffix << " in " << dir;
-  return found.empty() ? fs::path() : found[0];
-}
-
-Json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return Json::parse(in);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // RFC 4180 lines into fields (quoted fields may hold commas and doubled quotes; no line breaks here).
 std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
@@ -459,6 +427,12 @@ TEST(ComparisonPrograms, AConfigurationOutOfMemoryIsRecordedAndTheOthersRun) {
   EXPECT_NE(records[0]["error"].get<std::string>().find("out of host memory"), std::string::npos)
       << records[0]["error"];
   EXPECT_TRUE(records[0]["throughput_tokens_per_sec"].is_null());
+  // The pool that asked and its bytes, the failing rank's: more than the cap had left.
+  const std::set<std::string> pools = {"parameters", "gradients", "optimizer_state", "activations", "workspace"};
+  EXPECT_TRUE(pools.count(records[0]["oom_pool"].get<std::string>())) << records[0]["oom_pool"];
+  EXPECT_GT(records[0]["oom_bytes"].get<double>(), 0);
+  EXPECT_NEAR(records[0]["device_memory_limit_gb"].get<double>(), limit, 1e-6);  // (as std::to_string wrote it)
+  EXPECT_TRUE(records[1]["oom_bytes"].is_null());
   EXPECT_GT(records[0]["gpu_peak_gb"].get<double>(), 0) << "how far it got before running out";
   EXPECT_LE(records[0]["gpu_peak_gb"].get<double>(), limit);
   // The table and the record say why: the status and the first line of the reason.

@@ -87,9 +87,44 @@ TEST(TrackingAllocator, OutOfMemorySaysWhatTheMemoryHasLeft) {
     allocator.allocate(2000, MemoryPool::gradients);
     FAIL() << "expected OutOfMemory";
   } catch (const OutOfMemory& e) {
-    EXPECT_NE(std::string(e.what()).find("gradients needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gradients asked for 2000 bytes"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("; 1000 bytes free, 1000 held elsewhere"), std::string::npos) << e.what();
+    EXPECT_EQ(e.pool(), "gradients");
+    EXPECT_EQ(e.bytes(), 2000u);
   }
+}
+
+// A memory that rounds every allocation up to 1 KiB and holds 700 bytes of its own, as a GPU rounds to its
+// pages and holds its context.
+class PagedMemory final : public RawMemory {
+ public:
+  void* allocate(size_t bytes) override { return std::malloc(bytes); }
+  void release(void* ptr) noexcept override { std::free(ptr); }
+  Device device() const override { return Device::cuda(0); }
+  const char* kind() const override { return "GPU"; }
+  size_t footprint(size_t bytes) const override { return (bytes + 1023) / 1024 * 1024; }
+  size_t held_outside(size_t) const override { return 700; }
+};
+
+TEST(TrackingAllocator, TheLimitCountsAllocationsAsTheMemoryRoundsThem) {
+  TrackingAllocator allocator(std::make_unique<PagedMemory>());
+  allocator.set_limit(3 * 1024, "a card of 3 KiB");
+  Buffer a = allocator.allocate(1000, MemoryPool::parameters);   // 1 KiB
+  Buffer b = allocator.allocate(1025, MemoryPool::activations);  // 2 KiB
+  EXPECT_EQ(allocator.total().current, 2025u) << "pools count what was asked";
+  try {
+    allocator.allocate(1, MemoryPool::workspace);  // 3 KiB taken: even a byte takes a page
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_EQ(e.pool(), "workspace");
+    EXPECT_EQ(e.bytes(), 1u);
+    EXPECT_NE(std::string(e.what()).find("(a card of 3 KiB)"), std::string::npos) << e.what();
+  }
+  b.reset();  // its page is given back
+  Buffer c = allocator.allocate(2048, MemoryPool::activations);
+  EXPECT_FALSE(c.empty());
+  EXPECT_EQ(allocator.held_outside(), 700u);
+  EXPECT_EQ(allocator.limit(), std::optional<size_t>(3 * 1024));
 }
 
 TEST(Parsing, DevicesAndDtypes) {

@@ -1,0 +1,272 @@
+// sweep: the profiling matrix. Runs the cross product of the axes (bench/sweep_cli.h), one configuration after
+// another in one MPI job on the comparison runner, out of memory expected: a configuration that must run out because
+// a smaller one of its kind did is recorded and not run (bench/sweep_plan.h). Writes, in --output-dir:
+//   sweep_<UTC time>.json / .csv   a record a configuration (zero_bench's fields; lora_rank among them)
+//   sweep_<UTC time>.svg           a heatmap of tokens/s over batch x sequence length per kind (bench/sweep_report.h)
+//   profiles/<model>/<gpu>/profile.json   per configuration that ran, its units' times, the optimizer's time per
+//                                  parameter, collective bytes and memory; the machine's peak rates (model_profile.h)
+// `sweep --gather DIR...` merges such profiles instead of running anything.
+// Exit codes: 0 done (failed configurations are results); 1 a failure of the program itself; 2 bad input, before any
+// work; 130 stopped by Ctrl-C (what had finished is written).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "bench/atomic_file.h"
+#include "bench/bench_measurements.h"
+#include "bench/comparison_output.h"
+#include "bench/model_profile.h"
+#include "bench/progress_line.h"
+#include "bench/run_environment.h"
+#include "bench/sweep_cli.h"
+#include "bench/sweep_report.h"
+#include "core/cuda_devices.h"
+#include "core/errors.h"
+#include "core/strings.h"
+#include "models/activations.h"
+#include "models/parameter_layout.h"
+#include "models/transformer_config.h"
+#include "offload/removal_on_termination.h"
+
+namespace zb {
+
+namespace {
+
+volatile std::sig_atomic_t interrupt_requested = 0;
+
+// The share of a GPU's dense 16-bit peak a training step reaches, for the estimate printed before the run (the
+// running estimate uses the configurations that finished instead).
+constexpr double kAssumedShareOfPeak = 0.4;
+
+// The floating-point work of one configuration's steps (its repeats', warm-up included), for estimates: 6 x the
+// parameters' work a token (8 with full checkpointing's second forward), per rank.
+double configuration_flops(const TrainingOptions& o, const BenchSettings& s) {
+  double per_token = training_flops_per_token(o.model, o.seq);
+  if (o.activation_checkpointing == ActivationCheckpointing::full) per_token *= 4.0 / 3.0;
+  const double tokens = double(o.batch * o.seq * o.grad_accum);
+  return per_token * tokens * double(s.repeat * (s.warmup_steps + s.num_steps));
+}
+
+// What the memory model says of the device memory of a configuration: the ZeRO formulas' pools and the activations.
+double predicted_device_bytes(const TrainingOptions& o, int world) {
+  const ParameterLayout layout(o.model);
+  const PredictedMemory p = predict_gpu_memory(o, layout.total_numel(), layout.trainable_numel(), world);
+  return p.parameters + p.gradients + p.optimizer_state +
+         double(Activations::planned_bytes(o.model, o.dtype, o.batch, o.seq, o.activation_checkpointing));
+}
+
+std::string join(const std::vector<int64_t>& values) {
+  std::string out;
+  for (int64_t v : values) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+// A file of `folder` named stem.json, else stem_2.json, ...: created only where absent, so that no run's file is
+// overwritten.
+std::string reserve_file(const std::string& folder, const std::string& stem) {
+  namespace fs = std::filesystem;
+  fs::create_directories(folder);
+  for (int n = 1; n <= 1000; ++n) {
+    const fs::path path = fs::path(folder) / (n == 1 ? stem + ".json" : cat(stem, "_", n, ".json"));
+    if (!fs::exists(path)) {
+      write_file_atomically(path.string(), "{}\n");
+      return path.string();
+    }
+  }
+  throw IoError(cat("cannot find a free name for ", stem, ".json in ", folder));
+}
+
+int gather(const SweepFlags& flags, const MpiWorld& world) {
+  if (world.rank() != 0) return 0;
+  require_writable_folder(flags.runner.output_dir, "output-dir");
+  const nlohmann::ordered_json merged = gather_model_profiles(flags.gather);
+  const std::string path = reserve_file(
+      model_profile_folder(flags.runner.output_dir, merged.at("model"), merged.at("gpu")), "profile");
+  write_file_atomically(path, merged.dump(2) + "\n");
+  std::printf("merged %zu configuration(s) measured on %zu machine(s) into %s\n", merged.at("entries").size(),
+              merged.at("machines").size(), path.c_str());
+  return 0;
+}
+
+int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options::variables_map& vm) {
+  if (!flags.gather.empty()) return gather(flags, world);
+  SweepPlan plan = plan_sweep(flags, vm, world.size());
+  plan.settings.device = device_for_rank(plan.settings.device, world);
+  for (TrainingOptions& options : plan.configurations) options.ranks_per_host = world.local_size();
+  check_token_files(plan.configurations.front(), plan.settings, world);
+  const bool printer = world.rank() == 0;
+  stop_gracefully_on_interrupt(&interrupt_requested);
+  BenchRunner runner(world, plan.settings);
+  const RunEnvironment environment = describe_environment(world, plan.settings.device, plan.settings.backend_options);
+  std::optional<double> capacity;
+  if (plan.settings.device.is_cuda()) capacity = double(cuda_device_memory_bytes(plan.settings.device.index)) / 1e9;
+  const size_t count = plan.points.size();
+
+  // What to expect: the configurations the memory model says do not fit, and the larger ones of their kind after
+  // them; the time from the work at an assumed share of the GPU's peak.
+  const std::optional<double> card_gb =
+      plan.settings.device_memory_limit ? std::optional<double>(double(*plan.settings.device_memory_limit) / 1e9)
+                                        : capacity;
+  size_t expected_oom = 0, expected_skips = 0;
+  double planned_flops = 0;
+  {
+    OutOfMemoryRule expected;
+    for (size_t i = 0; i < count; ++i) {
+      if (expected.skip_reason(plan.points[i])) {
+        ++expected_skips;
+        continue;
+      }
+      planned_flops += configuration_flops(plan.configurations[i], plan.settings);
+      if (card_gb && predicted_device_bytes(plan.configurations[i], world.size()) / 1e9 > *card_gb) {
+        ++expected_oom;
+        expected.ran_out(plan.points[i]);
+      }
+    }
+  }
+  if (printer) {
+    const SweepAxes& a = plan.axes;
+    std::printf("sweep: %zu configuration(s) of %zu model(s), batch %s, seq %s, accum %s | %s on %s | %s\n", count,
+                a.models.size(), join(a.batch_sizes).c_str(), join(a.seq_lengths).c_str(),
+                join(a.grad_accum).c_str(), runner.communicator_description().c_str(), environment.gpu_name.c_str(),
+                environment.host_name.c_str());
+    for (const std::string& note : plan.left_out) std::printf("not run: %s\n", note.c_str());
+    std::printf("%lld warm-up + %lld timed steps each (the last 3 profiled by unit), repeated %lld\n",
+                (long long)plan.settings.warmup_steps, (long long)plan.settings.num_steps,
+                (long long)plan.settings.repeat);
+    if (card_gb) {
+      std::printf("expected: %zu to run out of memory and %zu to be skipped after them (the memory model's pools "
+                  "and activations against %.1f GB)\n",
+                  expected_oom, expected_skips, *card_gb);
+    } else {
+      std::printf("expected: no out-of-memory foreseen (no device memory size: the CPU backend without "
+                  "--device-memory-limit-gb)\n");
+    }
+    if (plan.settings.peak_tflops) {
+      const double seconds = planned_flops / world.size() / (*plan.settings.peak_tflops * 1e12 * kAssumedShareOfPeak);
+      std::printf("estimate: about %s of steps, set-up not counted (6 FLOPs a parameter a token at %.0f%% of %.0f "
+                  "TFLOP/s; refined as configurations finish)\n",
+                  seconds < 120 ? cat(int64_t(seconds + 0.5), " s").c_str() : cat(int64_t(seconds / 60 + 0.5), " min").c_str(),
+                  kAssumedShareOfPeak * 100, *plan.settings.peak_tflops);
+    } else {
+      std::printf("estimate: after the first configuration (no peak rate known for this device)\n");
+    }
+    std::fflush(stdout);
+  }
+
+  // The machine's peak rates, once, for the profiles (every rank measures its part).
+  const PeakRates rates = measure_peak_rates(runner.backend(), runner.device_allocator(), runner.communicator(),
+                                             plan.configurations.front().dtype, plan.nvme_path);
+  const std::string base = printer ? reserve_comparison_base(plan.output_dir, "sweep") : std::string();
+  const std::string title = cat("sweep: ", environment.gpu_name, " x ", world.size(), ", tokens/s per configuration");
+  std::vector<BenchRecord> records;
+  std::map<std::string, std::pair<std::string, nlohmann::ordered_json>> profiles;  // by model: file, profile
+  auto write_results = [&] {
+    write_file_atomically(base + ".json", records_json_text(records));
+    write_file_atomically(base + ".csv", to_csv(records));
+    write_file_atomically(base + ".svg", sweep_heatmap_svg(records, title));
+    for (const auto& [model, file] : profiles) write_file_atomically(file.first, file.second.dump(2) + "\n");
+  };
+
+  ProgressLine progress_line(printer);
+  OutOfMemoryRule rule;
+  double done_flops = 0, skipped_flops = 0;
+  const auto started = std::chrono::steady_clock::now();
+  bool interrupted = false;
+  for (size_t i = 0; i < count; ++i) {
+    const SweepPoint& point = plan.points[i];
+    const TrainingOptions& options = plan.configurations[i];
+    const double flops = configuration_flops(options, plan.settings);
+    BenchRecord record;
+    if (const std::optional<std::string> reason = rule.skip_reason(point)) {
+      record = configuration_record(options, world.size(), plan.settings.repeat);
+      record.status = "oom";
+      record.error = *reason;
+      if (plan.settings.device_memory_limit) record.device_memory_limit_gb = *card_gb;
+      skipped_flops += flops;
+    } else {
+      const std::string label =
+          cat(point.model, ", ", configuration_label(point.stage, point.strategy, true, point.checkpointing),
+              ", batch ", options.batch, " x seq ", options.seq);
+      RunProgress progress{int(i + 1), int(count), 0, 0, label};
+      const int64_t steps = plan.settings.repeat * (plan.settings.warmup_steps + plan.settings.num_steps);
+      record = runner.run(options, progress, [] { return interrupt_requested != 0; }, [&](const RunProgress& p) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double done = done_flops + flops * double(p.step) / double(steps);
+        const double left = planned_flops - skipped_flops - done;
+        progress_line.show(p, done > 0 ? elapsed / done * std::max(left, 0.0) : 0.0);
+      });
+      if (record.status == "interrupted") {
+        interrupted = true;
+        break;
+      }
+      if (record.status == "oom") rule.ran_out(point);
+      done_flops += flops;
+      if (record.ok() && runner.last_breakdown() && printer) {
+        record.environment = environment;
+        const double world_share = options.zero.stage >= 1 ? double(world.size()) : 1.0;
+        const double trainable = double(record.trainable_parameters) / world_share;
+        const nlohmann::ordered_json entry = profile_entry(
+            record, *runner.last_breakdown(), trainable * (1 - record.offloaded_share),
+            trainable * record.offloaded_share);
+        auto it = profiles.find(point.model);
+        if (it == profiles.end()) {
+          const std::string file = reserve_file(model_profile_folder(plan.output_dir, record.model,
+                                                                     environment.gpu_name), "profile");
+          it = profiles.emplace(point.model, std::make_pair(file, new_model_profile(record.model, record.parameters,
+                                                                                   environment.gpu_name,
+                                                                                   environment.git_commit))).first;
+        }
+        add_to_profile(it->second.second, profile_machine(environment, rates), entry);
+      }
+    }
+    record.environment = environment;
+    if (capacity) record.gpu_capacity_gb = capacity;
+    record.names_strategy = true;
+    records.push_back(std::move(record));
+    if (printer) {
+      const BenchRecord& r = records.back();
+      progress_line.finish();
+      std::printf("[%zu/%zu] %s, batch %lld x seq %lld: %s\n", i + 1, count, r.label().c_str(),
+                  (long long)r.batch_size, (long long)r.seq_length,
+                  r.ok() ? cat(int64_t(r.throughput_tokens_per_sec.value_or(0) + 0.5), " tokens/s, ",
+                               r.gpu_peak_gb.value_or(0), " GB peak").c_str()
+                         : cat(r.status, ": ", r.error).c_str());
+      std::fflush(stdout);
+      write_results();
+    }
+  }
+  progress_line.finish();
+  if (printer) {
+    write_results();
+    std::printf("\n%s\nresults: %s.json, %s.csv\nheatmaps: %s.svg\n", sweep_table(records).c_str(), base.c_str(),
+                base.c_str(), base.c_str());
+    for (const auto& [model, file] : profiles) std::printf("profile of %s: %s\n", model.c_str(), file.first.c_str());
+    if (interrupted) std::printf("interrupted: %zu of %zu configuration(s) finished\n", records.size(), count);
+    std::fflush(stdout);
+  }
+  return int(runner.agreement().max(interrupted ? 130.0 : 0.0));
+}
+
+}  // namespace
+
+}  // namespace zb
+
+int main(int argc, char** argv) {
+  zb::MpiWorld world;
+  zb::SweepFlags flags;
+  boost::program_options::options_description options("sweep options");
+  zb::add_sweep_flags(options, flags);
+  const std::string usage =
+      "usage: [mpirun -np N] sweep [options]\nRuns every combination of the axes (--models, --batch-sizes, "
+      "--seq-lengths, --grad-accum, --optimizers, --stages, --strategies, --activation-checkpointing, --lora-rank, "
+      "--dtype; or --config profiling_config.json), one after another, out of memory expected, and writes their "
+      "records, a heatmap of tokens/s per configuration kind, and a profile per model and GPU for a planner.";
+  return zb::run_program(argc, argv, usage, options, [&](const boost::program_options::variables_map& vm) {
+    return zb::sweep(world, flags, vm);
+  });
+}
