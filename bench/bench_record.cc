@@ -9,14 +9,6 @@
 
 namespace zb {
 
-std::string configuration_label(int stage, const std::string& strategy, bool names_strategy,
-                                const std::string& checkpointing) {
-  std::string label = strategy == "none" && !names_strategy ? "stage " + std::to_string(stage)
-                                                            : strategy + " (stage " + std::to_string(stage) + ")";
-  if (checkpointing != "none") label += ", " + checkpointing + " ckpt";
-  return label;
-}
-
 std::string BenchRecord::label() const {
   return configuration_label(stage, strategy, names_strategy, activation_checkpointing);
 }

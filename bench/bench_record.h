@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/configuration_label.h"
 #include "bench/rank_results.h"
 
 namespace zb {
@@ -105,10 +106,6 @@ struct BenchRecord {
   std::string label() const;  // how tables name it: see configuration_label
 };
 
-// "stage 2" without offload, "cpu_optimizer (stage 2)" with it (and "none (stage 2)" with names_strategy); with
-// activation checkpointing, "stage 2, full ckpt" and "cpu_optimizer (stage 2), selective ckpt".
-std::string configuration_label(int stage, const std::string& strategy, bool names_strategy = false,
-                                const std::string& checkpointing = "none");
 
 // A run's noise: the standard deviation of its step times over their mean (0 where either is missing), as the
 // recommendation and the regression check compare runs.

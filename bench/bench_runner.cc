@@ -81,7 +81,10 @@ BenchRecord BenchRunner::run(const TrainingOptions& options, RunProgress progres
                                           double(memory.total_peak), memory.resident, telemetry_);
   fill_measurements(
       r, options, timed, memory, mine,
-      {.repeat = settings_.repeat, .peak_tflops = settings_.peak_tflops, .gpu_hour_usd = settings_.gpu_hour_usd},
+      {.repeat = settings_.repeat,
+       .peak_tflops = settings_.peak_for_every_dtype || dtype_size(options.dtype) == 2 ? settings_.peak_tflops
+                                                                                      : std::nullopt,
+       .gpu_hour_usd = settings_.gpu_hour_usd},
       agreement_);
   if (profiled_) fill_profile(r, *profiled_);
   return r;

@@ -42,7 +42,10 @@ struct BenchSettings {
   std::optional<size_t> device_memory_limit;  // bytes: the card to run as (bench/device_memory_cap.h)
   std::string data_glob;                      // empty: synthetic tokens
   TokenFileFormat data_format = TokenFileFormat::llmc;
-  std::optional<double> peak_tflops;  // the device's dense peak for MFU (none: no MFU)
+  // The device's dense peak for MFU (none: no MFU): the 16-bit tensor cores' from the GPU's name, applied to bf16
+  // and fp16 configurations only, or one given (--peak-tflops), applied to every configuration.
+  std::optional<double> peak_tflops;
+  bool peak_for_every_dtype = false;
   // How long a rank that failed waits for the others to agree before it ends the job: they may be stuck in
   // a collective of the step it failed out of.
   double agreement_timeout_s = 600;

@@ -174,7 +174,8 @@ BenchSettings runner_settings(const RunnerFlags& f, const TrainingRun& run) {
   s.profile = run.profile;
   if (f.peak_tflops > 0) {
     s.peak_tflops = f.peak_tflops;
-  } else if (run.device.is_cuda() && dtype_size(run.options.dtype) == 2) {  // bf16's and fp16's peaks are one
+    s.peak_for_every_dtype = true;
+  } else if (run.device.is_cuda()) {  // (bf16's and fp16's peaks are one)
     s.peak_tflops = bf16_peak_tflops(cuda_device_name(run.device.index));
   }
   return s;

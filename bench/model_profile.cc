@@ -1,8 +1,10 @@
 #include "bench/model_profile.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/errors.h"
 #include "core/strings.h"
@@ -13,7 +15,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json optional_number(const std::optional<double>& value) { return value ? Json(*value) : Json(nullptr); }
+Json optional_number(const std::optional<double>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
 
 Json bytes_by_kind(const std::map<std::string, double>& bytes) {
   Json out = Json::object();
@@ -24,21 +28,32 @@ Json bytes_by_kind(const std::map<std::string, double>& bytes) {
 std::string file_name_part(const std::string& name) {
   std::string out;
   for (char c : name) {
-    const bool kept = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                      c == '.' || c == '_';
+    const bool kept =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
     out += kept ? c : '_';
   }
   return out.empty() ? std::string("_") : out;
 }
 
 // What makes two entries the same measurement: the host and everything of the configuration.
-Json entry_key(const Json& entry) { return Json{entry.at("host"), entry.at("configuration")}; }
+Json entry_key(const Json& entry) {
+  return Json{entry.at("host"), entry.at("configuration")};
+}
 
 }  // namespace
 
-Json profile_entry(const BenchRecord& r, const StepBreakdown& b, double gpu_parameters, double cpu_parameters) {
+std::string new_profile_run_id(const RunEnvironment& environment) {
+  std::random_device random;
+  char suffix[24];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", unsigned(random()), unsigned(random()));
+  return cat(environment.host_name, "-", environment.timestamp, "-", suffix);
+}
+
+Json profile_entry(const std::string& run_id, const BenchRecord& r, const StepBreakdown& b, double gpu_parameters,
+                   double cpu_parameters) {
   const double micro_batches = double(std::max<int64_t>(r.grad_accum, 1));
   Json entry;
+  entry["run"] = run_id;
   entry["host"] = r.environment.host_name;
   entry["timestamp"] = r.environment.timestamp;
   entry["configuration"] = {{"micro_batch", r.batch_size},
@@ -79,46 +94,48 @@ Json profile_entry(const BenchRecord& r, const StepBreakdown& b, double gpu_para
                          {"cpu_optimizer", optional_number(r.exposed_cpu_optimizer_ms)},
                          {"nvme", optional_number(r.exposed_nvme_ms)},
                          {"idle", optional_number(r.exposed_idle_ms)}};
-  entry["memory_gb"] = {
-      {"measured",
-       {{"parameters", optional_number(r.parameters_gb)},
-        {"gradients", optional_number(r.gradients_gb)},
-        {"optimizer_state", optional_number(r.optimizer_state_gb)},
-        {"activations", optional_number(r.activations_gb)},
-        {"workspace", optional_number(r.workspace_gb)},
-        {"peak", optional_number(r.gpu_peak_gb)}}},
-      {"predicted",
-       {{"parameters", optional_number(r.predicted_parameters_gb)},
-        {"gradients", optional_number(r.predicted_gradients_gb)},
-        {"optimizer_state", optional_number(r.predicted_optimizer_state_gb)},
-        {"activations", optional_number(r.predicted_activations_gb)}}},
-      {"host_pinned", optional_number(r.cpu_pinned_gb)}};
+  entry["memory_gb"] = {{"measured",
+                         {{"parameters", optional_number(r.parameters_gb)},
+                          {"gradients", optional_number(r.gradients_gb)},
+                          {"optimizer_state", optional_number(r.optimizer_state_gb)},
+                          {"activations", optional_number(r.activations_gb)},
+                          {"workspace", optional_number(r.workspace_gb)},
+                          {"peak", optional_number(r.gpu_peak_gb)}}},
+                        {"predicted",
+                         {{"parameters", optional_number(r.predicted_parameters_gb)},
+                          {"gradients", optional_number(r.predicted_gradients_gb)},
+                          {"optimizer_state", optional_number(r.predicted_optimizer_state_gb)},
+                          {"activations", optional_number(r.predicted_activations_gb)}}},
+                        {"host_pinned", optional_number(r.cpu_pinned_gb)}};
   return entry;
 }
 
-Json profile_machine(const RunEnvironment& e, const PeakRates& rates) {
-  return Json{{"host", e.host_name},         {"machine_name", e.machine_name}, {"cloud_provider", e.cloud_provider},
-              {"gpu", e.gpu_name},           {"gpu_count", e.gpu_count},       {"driver_version", e.driver_version},
-              {"cuda_version", e.cuda_version}, {"nccl_version", e.nccl_version}, {"timestamp", e.timestamp},
+Json profile_machine(const std::string& run_id, const RunEnvironment& e, const PeakRates& rates) {
+  return Json{{"run", run_id},
+              {"host", e.host_name},
+              {"machine_name", e.machine_name},
+              {"cloud_provider", e.cloud_provider},
+              {"gpu", e.gpu_name},
+              {"gpu_count", e.gpu_count},
+              {"driver_version", e.driver_version},
+              {"cuda_version", e.cuda_version},
+              {"nccl_version", e.nccl_version},
+              {"timestamp", e.timestamp},
               {"peak_rates", to_json(rates)}};
 }
 
 Json new_model_profile(const std::string& model, int64_t parameters, const std::string& gpu,
                        const std::string& code_version) {
-  return Json{{"format", kModelProfileFormat},
-              {"model", model},
-              {"parameters", parameters},
-              {"gpu", gpu},
-              {"code_version", code_version},
-              {"machines", Json::array()},
+  return Json{{"format", kModelProfileFormat}, {"model", model},
+              {"parameters", parameters},      {"gpu", gpu},
+              {"code_version", code_version},  {"machines", Json::array()},
               {"entries", Json::array()}};
 }
 
 void add_to_profile(Json& profile, const Json& machine, const Json& entry) {
   Json& machines = profile["machines"];
-  const bool known = std::any_of(machines.begin(), machines.end(), [&](const Json& m) {
-    return m.at("host") == machine.at("host") && m.at("timestamp") == machine.at("timestamp");
-  });
+  const bool known =
+      std::any_of(machines.begin(), machines.end(), [&](const Json& m) { return m.at("run") == machine.at("run"); });
   if (!known) machines.push_back(machine);
   Json& entries = profile["entries"];
   const Json key = entry_key(entry);
@@ -166,8 +183,8 @@ Json gather_model_profiles(const std::vector<std::string>& folders) {
       throw UsageError(cat("--gather: ", file.string(), ": not JSON: ", e.what()));
     }
     if (!profile.is_object() || profile.value("format", std::string()) != kModelProfileFormat) {
-      throw UsageError(cat("--gather: ", file.string(), " is not a model profile (format \"", kModelProfileFormat,
-                           "\")"));
+      throw UsageError(
+          cat("--gather: ", file.string(), " is not a model profile (format \"", kModelProfileFormat, "\")"));
     }
     if (merged.is_null()) {
       merged = new_model_profile(profile.at("model"), profile.value("parameters", int64_t(0)), profile.at("gpu"),
@@ -176,25 +193,25 @@ Json gather_model_profiles(const std::vector<std::string>& folders) {
     }
     for (const char* key : {"model", "gpu", "code_version"}) {
       if (profile.at(key) != merged.at(key)) {
-        throw UsageError(cat("--gather: ", file.string(), " is of ", key, " ", profile.at(key).dump(), ", ",
-                             first, " of ", merged.at(key).dump(), ": profiles of one ", key,
+        throw UsageError(cat("--gather: ", file.string(), " is of ", key, " ", profile.at(key).dump(), ", ", first,
+                             " of ", merged.at(key).dump(), ": profiles of one ", key,
                              " only are merged (gather the others apart)"));
       }
     }
     const Json& machines = profile.at("machines");
     const Json& entries = profile.at("entries");
-    for (const Json& entry : entries) {
-      // The machine an entry was measured on: its host's, the latest by timestamp.
-      Json machine;
-      for (const Json& m : machines)
-        if (m.at("host") == entry.at("host")) machine = m;
-      if (machine.is_null()) machine = Json{{"host", entry.at("host")}, {"timestamp", entry.at("timestamp")}};
-      add_to_profile(merged, machine, entry);
+    for (const Json& entry : entries) {  // each with its run's machine
+      const auto machine =
+          std::find_if(machines.begin(), machines.end(), [&](const Json& m) { return m.at("run") == entry.at("run"); });
+      if (machine == machines.end()) {
+        throw UsageError(cat("--gather: ", file.string(), ": an entry of run ", entry.at("run").dump(),
+                             " has no machine of that run"));
+      }
+      add_to_profile(merged, *machine, entry);
     }
-    for (const Json& m : machines) {  // (machines with no entry too)
-      const bool known = std::any_of(merged["machines"].begin(), merged["machines"].end(), [&](const Json& k) {
-        return k.at("host") == m.at("host") && k.at("timestamp") == m.at("timestamp");
-      });
+    for (const Json& m : machines) {  // (a run whose configurations all failed has a machine and no entry)
+      const bool known = std::any_of(merged["machines"].begin(), merged["machines"].end(),
+                                     [&](const Json& k) { return k.at("run") == m.at("run"); });
       if (!known) merged["machines"].push_back(m);
     }
   }

@@ -7,11 +7,10 @@
 // must not mix measurements of different code.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/bench_record.h"
 #include "bench/peak_rates.h"
@@ -21,20 +20,25 @@ namespace zb {
 
 inline constexpr const char* kModelProfileFormat = "zerobench model profile 1";
 
+// A run's own name in the profiles it writes ("<host>-<UTC time>-<random hex>"): what ties its entries to its
+// machine's measurement, even for two runs on one host in the same second.
+std::string new_profile_run_id(const RunEnvironment& environment);
+
 // One configuration's entry. `record`: its result (ok); `breakdown`: its profiled window split by units;
 // `gpu_parameters`, `cpu_parameters`: the trainable elements each rank updates on the GPU and on the host.
-nlohmann::ordered_json profile_entry(const BenchRecord& record, const StepBreakdown& breakdown, double gpu_parameters,
-                                     double cpu_parameters);
+nlohmann::ordered_json profile_entry(const std::string& run_id, const BenchRecord& record,
+                                     const StepBreakdown& breakdown, double gpu_parameters, double cpu_parameters);
 
-// A machine's part: where the entries were measured, and its rates.
-nlohmann::ordered_json profile_machine(const RunEnvironment& environment, const PeakRates& rates);
+// A run's machine: where the entries of `run_id` were measured, and its rates.
+nlohmann::ordered_json profile_machine(const std::string& run_id, const RunEnvironment& environment,
+                                       const PeakRates& rates);
 
 // An empty profile of `model` (its parameter count) on `gpu`, made by `code_version`.
 nlohmann::ordered_json new_model_profile(const std::string& model, int64_t parameters, const std::string& gpu,
                                          const std::string& code_version);
 
 // Adds `entry` to `profile`, replacing one of the same host and configuration (a later measurement of it), and the
-// machine unless the profile has it (same host and timestamp).
+// machine unless the profile has it (the same run).
 void add_to_profile(nlohmann::ordered_json& profile, const nlohmann::ordered_json& machine,
                     const nlohmann::ordered_json& entry);
 

@@ -90,8 +90,8 @@ StepBreakdown step_breakdown(const ProfileWindow& window) {
     const auto it = passes.find(lane);
     if (it == passes.end()) return nullptr;
     const std::vector<Pass>& list = it->second;
-    auto after = std::upper_bound(list.begin(), list.end(), at,
-                                  [](int64_t t, const Pass& p) { return t < p.slice->start_ns; });
+    auto after =
+        std::upper_bound(list.begin(), list.end(), at, [](int64_t t, const Pass& p) { return t < p.slice->start_ns; });
     while (after != list.begin()) {
       --after;
       if (after->slice->end_ns > at) return &*after;
@@ -127,10 +127,14 @@ StepBreakdown step_breakdown(const ProfileWindow& window) {
       case TraceCategory::collective:
         // (The communicator's copies, on its stream, move offloaded data: copies, not collectives.)
         if (s.lane.device || s.bytes <= 0 || s.name == "copy") break;
-        if (const Pass* p = pass_at(s.lane, s.start_ns)) {
-          out.units[unit_index.at(p->unit)].collective_bytes[s.name] += s.bytes;
-        } else {
-          out.collective_bytes_outside_units[s.name] += s.bytes;
+        {
+          // A group is named by its collectives' kind where they share one (its detail).
+          const std::string& kind = s.name == "group" && !s.detail.empty() ? s.detail : s.name;
+          if (const Pass* p = pass_at(s.lane, s.start_ns)) {
+            out.units[unit_index.at(p->unit)].collective_bytes[kind] += s.bytes;
+          } else {
+            out.collective_bytes_outside_units[kind] += s.bytes;
+          }
         }
         break;
       case TraceCategory::cpu_optimizer: host_update.emplace_back(s.start_ns, s.end_ns); break;

@@ -9,7 +9,7 @@
 // optimizer's, else to "other" (the loss scale, the gradient norm, clipping). Kernels on several streams at once
 // count each in full: these are the units' own times, not the step's wall time, which the summary's exposed times
 // split. The host update (offload) is its threads' wall time. Collective bytes are those the host asked for, at the
-// call.
+// call, by kind (a group of collectives by theirs, "mixed" where they differ).
 #pragma once
 
 #include <map>
@@ -33,7 +33,7 @@ struct StepBreakdown {
   double cpu_optimizer_ms = 0;   // the host update's wall time (offload strategies)
   double other_ms = 0;           // compute in neither a unit's pass nor the update
   std::map<std::string, double> collective_bytes_outside_units;  // by kind
-  double step_ms = 0;  // the steps' own mean time, as the trace shows them
+  double step_ms = 0;                                            // the steps' own mean time, as the trace shows them
   int steps = 0;
   // Units' forward and backward, the update, the host update and the other compute: on the CPU backend, whose
   // work runs one op after another, this is the step less the gaps between ops.

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "core/errors.h"
 #include "core/strings.h"
@@ -58,7 +59,9 @@ void add_sweep_flags(po::options_description& options, SweepFlags& f) {
 
 namespace {
 
-bool given(const po::variables_map& vm, const char* flag) { return vm.count(flag) && !vm[flag].defaulted(); }
+bool given(const po::variables_map& vm, const char* flag) {
+  return vm.count(flag) && !vm[flag].defaulted();
+}
 
 // The axes: the config file's where it names them, the command line's where it was given.
 SweepAxes merged_axes(const SweepFlags& f, const po::variables_map& vm, int64_t& num_steps) {
@@ -124,6 +127,7 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   // names lengths some of them cannot take); the others must all be valid.
   std::map<std::string, int64_t> max_seq;
   std::map<std::pair<std::string, int64_t>, int> left_out;
+  std::set<std::string> resolved_points;
   for (const std::string& model : plan.axes.models) {
     try {
       max_seq[model] = resolve_model(model).max_seq_len;
@@ -136,8 +140,18 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
       ++left_out[{p.model, p.seq_length}];
       continue;
     }
+    const TrainingOptions options = point_run(t, p).options;
+    // Two axis values may name one configuration (seq 0, the default, and the length it stands for; dtype "" and
+    // the device's default): refused, or the second would replace the first in the profile.
+    SweepPoint as_run = p;
+    as_run.dtype = dtype_name(options.dtype);
+    const std::string resolved = cat(as_run.kind(), "|", options.seq, "|", p.batch_size);
+    if (!resolved_points.insert(resolved).second) {
+      throw UsageError(cat("--seq-lengths or --dtype: two values name the same configuration (", p.model, ", ",
+                           dtype_name(options.dtype), ", seq ", options.seq, "): name each once"));
+    }
     plan.points.push_back(p);
-    plan.configurations.push_back(point_run(t, p).options);
+    plan.configurations.push_back(options);
   }
   for (const auto& [what, n] : left_out) {
     plan.left_out.push_back(cat(what.first, ": seq ", what.second, " exceeds its maximum of ", max_seq.at(what.first),

@@ -26,7 +26,7 @@ void add_sweep_flags(boost::program_options::options_description& options, Sweep
 
 struct SweepPlan {
   SweepAxes axes;
-  std::vector<SweepPoint> points;              // in the order they run
+  std::vector<SweepPoint> points;               // in the order they run
   std::vector<TrainingOptions> configurations;  // one a point
   BenchSettings settings;
   std::string output_dir;

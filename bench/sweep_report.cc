@@ -85,16 +85,8 @@ Varying varying_fields(const std::vector<BenchRecord>& records) {
   return v;
 }
 
-// configuration_label(stage, strategy, names_strategy = true, checkpointing) of bench/bench_record.h, in the same
-// words: that one is defined in zb_records, which needs the engine, and this library (tested alone) links none.
-std::string configuration_words(int stage, const std::string& strategy, const std::string& checkpointing) {
-  std::string label = cat(strategy, " (stage ", stage, ")");
-  if (checkpointing != "none") label += ", " + checkpointing + " ckpt";
-  return label;
-}
-
 std::string title_of(const BenchRecord& r, const Varying& v) {
-  std::string title = configuration_words(r.stage, r.strategy, r.activation_checkpointing);
+  std::string title = configuration_label(r.stage, r.strategy, /*names_strategy=*/true, r.activation_checkpointing);
   if (v.model) title += ", " + r.model;
   if (v.dtype) title += ", " + (r.dtype.empty() ? std::string("default dtype") : r.dtype);
   if (v.optimizer) title += ", " + r.optimizer;

@@ -128,7 +128,10 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
                 zb::optimizer_name(o.optimizer), " lr ", o.optimizer.lr, " | data: ", data->describe()));
   print(zb::cat(comm->describe(), " | ", zb::describe(o.zero)));
   if (run.device.is_cuda()) print(zb::cat("backend options: ", zb::program_backend_options().summary()));
-  if (cap) print(zb::cat("device memory: the engine may take ", double(cap->engine_bytes()) / 1e9, " GB (", cap->why(), ")"));
+  if (cap) {
+    print(zb::cat("device memory: the engine may take ", double(cap->engine_bytes()) / 1e9, " GB (", cap->why(),
+                  ")"));
+  }
   if (o.offload == zb::OffloadStrategy::nvme && !trainer.nvme_direct_io()) {
     print(zb::cat("warning: the file system of --nvme-path ", o.nvme_path,
                   " refused O_DIRECT; the nvme strategy "

@@ -126,7 +126,11 @@ void NcclCommunicator::check_tensor(const Tensor& tensor) const {
 
 CommTicket NcclCommunicator::start_collective(const char* kind, double bytes) {
   if (in_group_) {
-    if (trace_scope_) trace_scope_->add_bytes(bytes);
+    group_kind_ = group_kind_.empty() || group_kind_ == kind ? std::string(kind) : std::string("mixed");
+    if (trace_scope_) {
+      trace_scope_->add_bytes(bytes);
+      trace_scope_->set_detail(group_kind_);
+    }
     return issued_;  // begin_group already ordered the group after the compute stream
   }
   trace_scope_.emplace(TraceCategory::collective, kind, 0, bytes);  // (closes one a failed collective left open)
@@ -261,6 +265,7 @@ CopyTimes NcclCommunicator::take_copy_times() {
 void NcclCommunicator::begin_group() {
   ZB_CHECK(!in_group_, "NcclCommunicator groups do not nest");
   start_collective("group", 0);  // takes the group's ticket and orders the group after the compute stream
+  group_kind_.clear();
   ZB_NCCL_CHECK(ncclGroupStart());
   in_group_ = true;
 }

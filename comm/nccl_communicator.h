@@ -110,6 +110,9 @@ class NcclCommunicator final : public Communicator {
   CommTicket recorded_ = 0;   // the latest ticket whose event is recorded (behind issued_ inside a group)
   bool in_group_ = false;
   std::optional<TraceScope> trace_scope_;  // the open collective's or group's slice
+  // The open group's kind, its slice's detail: its collectives' name where they share one ("all_reduce"), else
+  // "mixed".
+  std::string group_kind_;
 };
 
 }  // namespace zb

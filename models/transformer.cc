@@ -78,15 +78,15 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
   if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
   if (!tied) forward_done(embeddings);
-  outer_unit.reset();
-
   // Each residual add is fused into the norm that reads its result: the attention branch's into the same
   // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
-  // begins, in effect, with the last op of block l's loop iteration.
+  // begins, in effect, with the last op of block l's loop iteration, which also asks for (gathers) block l + 1's
+  // weights: a trace shows them in block l's pass.
+  outer_unit.emplace(TraceCategory::unit, unit_pass_name(0, "forward"));
   forward_needs_block(0);
   norm_forward(acts_.residual[0], params_.blocks[0].ln1_weight, params_.blocks[0].ln1_bias, acts_.layers[0].ln1);
   for (int64_t l = 0; l < config_.n_layer; ++l) {
-    TraceScope unit(TraceCategory::unit, unit_pass_name(l, "forward"));
+    if (l > 0) outer_unit.emplace(TraceCategory::unit, unit_pass_name(l, "forward"));
     LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     block_forward_to_activation(l);

@@ -1,8 +1,9 @@
 // --device-memory-limit-gb's cap: the engine gets the card less what the device holds outside it, and a refusal
 // says so.
+#include "bench/device_memory_cap.h"
+
 #include <gtest/gtest.h>
 
-#include "bench/device_memory_cap.h"
 #include "core/errors.h"
 
 namespace zb {

@@ -24,7 +24,9 @@ namespace fs = std::filesystem;
 const std::string kModel = "--device cpu --models gpt2-tiny --warmup-steps 0 ";
 const std::string kQuick = kModel + "--num-steps 2 ";
 
-Json sweep_records(const fs::path& dir) { return read_json(only_file(dir, "sweep_", ".json")); }
+Json sweep_records(const fs::path& dir) {
+  return read_json(only_file(dir, "sweep_", ".json"));
+}
 
 // The profile a run of `model` on the CPU backend wrote.
 Json profile_of(const fs::path& dir, const std::string& model = "gpt2-tiny") {
@@ -33,9 +35,9 @@ Json profile_of(const fs::path& dir, const std::string& model = "gpt2-tiny") {
 
 TEST(Sweep, RunsTheCrossProductInOrderWithEveryAxisRecorded) {
   TempDir out;
-  const ProgramResult r = run_program(
-      "sweep", kQuick + "--optimizers adamw sgd --batch-sizes 2 1 --seq-lengths 32 128 --output-dir " +
-                   out.path().string());
+  const ProgramResult r =
+      run_program("sweep", kQuick + "--optimizers adamw sgd --batch-sizes 2 1 --seq-lengths 32 128 --output-dir " +
+                               out.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sweep: 4 configuration(s)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("not run: gpt2-tiny: seq 128 exceeds its maximum of 64 (4 configuration(s) left out)"),
@@ -88,8 +90,8 @@ TEST(Sweep, AMemoryCapRunsOutWhereTheMemoryModelSaysAndSkipsTheLargerOnes) {
   const double cap = (predicted_pools_gb(free_records[1]) + predicted_pools_gb(free_records[2])) / 2;
   ASSERT_GT(cap - predicted_pools_gb(free_records[1]), unmodelled)
       << "batch 2 must fit the cap with what the model leaves out, or the test says nothing";
-  const ProgramResult r = run_job("sweep", axes + "--device-memory-limit-gb " + std::to_string(cap) +
-                                               " --output-dir " + capped_dir.path().string());
+  const ProgramResult r = run_job("sweep", axes + "--device-memory-limit-gb " + std::to_string(cap) + " --output-dir " +
+                                               capped_dir.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("expected: 1 to run out of memory and 2 to be skipped"), std::string::npos) << r.output;
   const Json records = sweep_records(capped_dir.path());
@@ -166,8 +168,8 @@ TEST(Sweep, AConfigFileGivesTheAxesAndTheFlagsWin) {
 
   std::ofstream(config) << R"({"models": ["gpt2-tiny"], "batch_size": [1], "precision": "bf16"})";
   TempDir nothing;
-  const ProgramResult bad = run_program("sweep", "--device cpu --config " + config.string() + " --output-dir " +
-                                                     nothing.path().string());
+  const ProgramResult bad =
+      run_program("sweep", "--device cpu --config " + config.string() + " --output-dir " + nothing.path().string());
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("batch_size"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("precision"), std::string::npos) << bad.output;
@@ -177,11 +179,17 @@ TEST(Sweep, AConfigFileGivesTheAxesAndTheFlagsWin) {
 TEST(Sweep, BadAxesAreRefusedBeforeAnyWork) {
   TempDir out;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--batch-sizes 0", "--batch-sizes"},       {"--optimizers adamw adamw", "--optimizers"},
-      {"--stages 5", "--stages"},                 {"--optimizers lion", "optimizer"},
-      {"--seq-lengths -4", "--seq-lengths"},      {"--device-memory-limit-gb -1", "--device-memory-limit-gb"},
-      {"--strategies nvme", "--nvme-path"},      {"--seq-lengths 128", "--seq-lengths"},
-      {"--models gpt9", "--models"}};
+      {"--batch-sizes 0", "--batch-sizes"},
+      {"--optimizers adamw adamw", "--optimizers"},
+      {"--stages 5", "--stages"},
+      {"--optimizers lion", "optimizer"},
+      {"--seq-lengths -4", "--seq-lengths"},
+      {"--device-memory-limit-gb -1", "--device-memory-limit-gb"},
+      {"--strategies nvme", "--nvme-path"},
+      {"--seq-lengths 128", "--seq-lengths"},
+      {"--models gpt9", "--models"},
+      {"--seq-lengths 0 64", "two values name the same configuration"},
+      {"--dtype fp32 \"\"", "two values name the same configuration"}};
   for (const auto& [arguments, flag] : cases) {
     SCOPED_TRACE(arguments);
     const ProgramResult r = run_program("sweep", kQuick + arguments + " --output-dir " + out.path().string());
@@ -207,14 +215,15 @@ TEST(Sweep, GatherMergesProfilesAndRefusesAnotherModelOrCodeVersion) {
   EXPECT_EQ(profile["entries"][1]["configuration"]["micro_batch"], 2);
   EXPECT_EQ(profile["machines"].size(), 2u) << "each run's measurement of the machine";
 
-  const ProgramResult llama = run_program("sweep", "--device cpu --models llama-tiny --warmup-steps 0 --num-steps 2 "
-                                                   "--batch-sizes 1 --seq-lengths 32 --output-dir " +
-                                                       other_model.path().string());
+  const ProgramResult llama = run_program("sweep",
+                                          "--device cpu --models llama-tiny --warmup-steps 0 --num-steps 2 "
+                                          "--batch-sizes 1 --seq-lengths 32 --output-dir " +
+                                              other_model.path().string());
   ASSERT_EQ(llama.exit_code, 0) << llama.output;
   TempDir refused;
-  const ProgramResult mixed = run_program("sweep", "--gather " + first.path().string() + " " +
-                                                       other_model.path().string() + " --output-dir " +
-                                                       refused.path().string());
+  const ProgramResult mixed =
+      run_program("sweep", "--gather " + first.path().string() + " " + other_model.path().string() + " --output-dir " +
+                               refused.path().string());
   EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
   EXPECT_NE(mixed.output.find("model"), std::string::npos) << mixed.output;
   EXPECT_FALSE(fs::exists(refused.path() / "profiles"));
@@ -224,16 +233,17 @@ TEST(Sweep, GatherMergesProfilesAndRefusesAnotherModelOrCodeVersion) {
   Json doctored = read_json(file);
   doctored["code_version"] = "0000000";
   std::ofstream(file) << doctored.dump(2);
-  const ProgramResult versions = run_program("sweep", "--gather " + first.path().string() + " " +
-                                                          second.path().string() + " --output-dir " +
-                                                          refused.path().string());
+  const ProgramResult versions =
+      run_program("sweep", "--gather " + first.path().string() + " " + second.path().string() + " --output-dir " +
+                               refused.path().string());
   EXPECT_EQ(versions.exit_code, 2) << versions.output;
   EXPECT_NE(versions.output.find("code_version"), std::string::npos) << versions.output;
 }
 
 TEST(DeviceMemoryLimit, TrainRunsOutUnderTheCapAndSaysWhy) {
-  const ProgramResult r = run_program("train", "--device cpu --model gpt2-tiny --num-steps 1 --seq-length 16 "
-                                               "--device-memory-limit-gb 0.001");
+  const ProgramResult r = run_program("train",
+                                      "--device cpu --model gpt2-tiny --num-steps 1 --seq-length 16 "
+                                      "--device-memory-limit-gb 0.001");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("--device-memory-limit-gb 0.001"), std::string::npos) << r.output;
   const ProgramResult bad = run_program("train", "--device cpu --model gpt2-tiny --device-memory-limit-gb nan");
