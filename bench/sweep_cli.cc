@@ -16,22 +16,25 @@ void add_sweep_flags(po::options_description& options, SweepFlags& f) {
   SweepAxes& a = f.axes;
   TrainingFlags& t = f.training;
   t.num_steps = 30;  // the profiling matrix's
+  // An axis's help: one or more values, each run with every value of the other axes.
+  const std::string axis = "one or more: ";
   const auto list = [](auto* values, const char* shown) {
     return po::value(values)->multitoken()->default_value(*values, shown);
   };
   // clang-format off
   options.add_options()
-    ("models", list(&a.models, "gpt2"), kModelFlagHelp)
-    ("batch-sizes", list(&a.batch_sizes, "4"), "samples per micro-batch, per GPU")
+    ("models", list(&a.models, "gpt2"), (axis + kModelFlagHelp).c_str())
+    ("batch-sizes", list(&a.batch_sizes, "4"), (axis + "samples per micro-batch, per GPU").c_str())
     ("seq-lengths", list(&a.seq_lengths, "0"),
-     "tokens per sample (0: the model's default, min(512, its maximum))")
-    ("grad-accum", list(&a.grad_accum, "1"), "micro-batches per optimizer step")
-    ("optimizers", list(&a.optimizers, "adamw"), kOptimizerHelp)
-    ("stages", list(&a.stages, "0"), "ZeRO stages")
-    ("strategies", list(&a.strategies, "none"), "offload strategies: none, cpu_optimizer, cpu_full, nvme")
-    ("activation-checkpointing", list(&a.checkpointing, "none"), kActivationCheckpointingHelp)
-    ("lora-rank", list(&a.lora_ranks, "0"), kLoraRankHelp)
-    ("dtype", list(&a.dtypes, "bf16 on cuda, fp32 on cpu"), kDtypeHelp)
+     (axis + "tokens per sample (0: the model's default, min(512, its maximum))").c_str())
+    ("grad-accum", list(&a.grad_accum, "1"), (axis + "micro-batches per optimizer step").c_str())
+    ("optimizers", list(&a.optimizers, "adamw"), (axis + kOptimizerHelp).c_str())
+    ("stages", list(&a.stages, "0"), (axis + "ZeRO stages").c_str())
+    ("strategies", list(&a.strategies, "none"),
+     (axis + "offload strategies: none, cpu_optimizer, cpu_full, nvme").c_str())
+    ("activation-checkpointing", list(&a.checkpointing, "none"), (axis + kActivationCheckpointingHelp).c_str())
+    ("lora-rank", list(&a.lora_ranks, "0"), (axis + kLoraRankHelp).c_str())
+    ("dtype", list(&a.dtypes, "bf16 on cuda, fp32 on cpu"), (axis + kDtypeHelp).c_str())
     ("num-steps", po::value(&t.num_steps)->default_value(t.num_steps), "timed optimizer steps per configuration")
     ("config", po::value(&f.config),
      "a profiling matrix's JSON: models, batch_sizes, sequence_lengths, accumulation_steps, optimizers, num_steps, "
