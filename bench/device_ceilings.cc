@@ -69,7 +69,7 @@ DeviceCeilings measure_device_ceilings_or_warn(Backend& backend, TrackingAllocat
   try {
     return measure_device_ceilings(backend, allocator, dtype);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "warning: --profile-dir, rank %d: the device's ceilings could not be measured (%s); the "
+    std::fprintf(stderr, "warning: profile, rank %d: the device's ceilings could not be measured (%s); the "
                          "summaries show no share of them\n", rank, e.what());
     return {};
   }

@@ -183,7 +183,7 @@ void Profiler::write_window() {
 }
 
 void Profiler::warn(const std::string& what) const {
-  std::fprintf(stderr, "warning: --profile-dir, rank %d: %s\n", context_.rank, what.c_str());
+  std::fprintf(stderr, "warning: profile, rank %d: %s\n", context_.rank, what.c_str());
   std::fflush(stderr);
 }
 
@@ -285,14 +285,15 @@ std::unique_ptr<DeviceActivity> device_activity_or_warning(const Device& device,
       for (const auto& [stream, name] : streams)
         if (stream) activity->name_stream(stream, name);
     if (!activity && device.is_cuda() && warn) {
-      std::fprintf(stderr, "warning: --profile-dir: this build has no CUPTI, so the traces hold the host's slices "
-                           "only (no kernels, copies or device collectives)\n");
+      std::fprintf(stderr,
+                   "warning: profile: this build has no CUPTI, so the traces (and a sweep's unit times) hold the "
+                   "host's slices only (no kernels, copies or device collectives)\n");
     }
     return activity;
   } catch (const std::exception& e) {
     if (warn) {
-      std::fprintf(stderr, "warning: --profile-dir: the GPU's own work cannot be recorded (%s); the traces hold "
-                           "the host's slices only\n", e.what());
+      std::fprintf(stderr, "warning: profile: the GPU's own work cannot be recorded (%s); the traces (and a sweep's "
+                           "unit times) hold the host's slices only\n", e.what());
     }
     return nullptr;
   }
