@@ -181,11 +181,9 @@ BenchSettings runner_settings(const RunnerFlags& f, const TrainingRun& run) {
   return s;
 }
 
-namespace {
+bool given(const po::variables_map& vm, const char* flag) { return vm.count(flag) && !vm[flag].defaulted(); }
 
-bool given(const po::variables_map& vm, const char* flag) {
-  return vm.count(flag) && !vm[flag].defaulted();
-}
+namespace {
 
 // DeepSpeed's offload devices as one of our strategies.
 std::string strategy_of(const DeepSpeedConfig& ds) {

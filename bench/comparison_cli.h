@@ -40,6 +40,9 @@ void add_run_flags(boost::program_options::options_description& options, Trainin
 // failed run. Every configuration reads the same files with the same shape: `options` is any of them.
 void check_token_files(const TrainingOptions& options, const BenchSettings& settings, const MpiWorld& world);
 
+// Whether `flag` was on the command line (not its default): what a config file may not replace.
+bool given(const boost::program_options::variables_map& vm, const char* flag);
+
 // The runner's settings for a validated run; throws UsageError naming the runner's flag that is out of range, and
 // --device-memory-limit-gb, --profile-dir, ... as validate_training_flags checked them.
 BenchSettings runner_settings(const RunnerFlags& flags, const TrainingRun& run);

@@ -1,11 +1,5 @@
 #include "bench/comparison_output.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -85,21 +79,8 @@ DeepSpeedConfig deepspeed_settings(const TrainingOptions& o) {
 }
 
 std::string reserve_comparison_base(const std::string& output_dir, const std::string& stem) {
-  const std::string stamped = cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S"));
-  for (int attempt = 1; attempt <= 1000; ++attempt) {
-    const std::string base = attempt == 1 ? stamped : cat(stamped, "_", attempt);
-    // Created only if absent (O_EXCL): of two runs that start in the same second, one gets each name.
-    const int fd = ::open((base + ".json").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) {
-      if (errno == EEXIST) continue;
-      throw IoError(cat("cannot create ", base, ".json: ", std::strerror(errno)));
-    }
-    const bool written = ::write(fd, "[]\n", 3) == 3;  // a valid, empty results file until the first write
-    ::close(fd);
-    if (!written) throw IoError(cat("cannot write ", base, ".json"));
-    return base;
-  }
-  throw IoError(cat("cannot find a free name for ", stamped, ".json in ", output_dir));
+  // (A valid, empty results file until the first write.)
+  return claim_new_file(cat(output_dir, "/", stem, "_", utc_now("%Y%m%d_%H%M%S")), ".json", "[]\n");
 }
 
 ComparisonFiles write_comparison(const std::string& base, const std::string& title,

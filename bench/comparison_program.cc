@@ -12,7 +12,6 @@
 #include "bench/recommendation.h"
 #include "bench/regression.h"
 #include "bench/run_environment.h"
-#include "core/cuda_devices.h"
 #include "core/strings.h"
 #include "offload/removal_on_termination.h"
 
@@ -43,8 +42,7 @@ int compare(MpiWorld& world, ComparisonFlags flags, const boost::program_options
 
   BenchRunner runner(world, plan.settings);
   const RunEnvironment environment = describe_environment(world, plan.settings.device, plan.settings.backend_options);
-  std::optional<double> capacity;
-  if (plan.settings.device.is_cuda()) capacity = double(cuda_device_memory_bytes(plan.settings.device.index)) / 1e9;
+  const std::optional<double> capacity = device_capacity_gb(plan.settings.device);
   if (printer) {
     std::printf("%s\n%s on %s | %s | %d configuration(s), %lld warm-up + %lld timed steps each, repeated %lld\n",
                 plan.title.c_str(), runner.communicator_description().c_str(), environment.gpu_name.c_str(),

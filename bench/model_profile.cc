@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 
+#include "bench/profiler.h"
 #include "core/errors.h"
 #include "core/strings.h"
 
@@ -23,16 +24,6 @@ Json bytes_by_kind(const std::map<std::string, double>& bytes) {
   Json out = Json::object();
   for (const auto& [kind, value] : bytes) out[kind] = value;
   return out;
-}
-
-std::string file_name_part(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    const bool kept =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
-    out += kept ? c : '_';
-  }
-  return out.empty() ? std::string("_") : out;
 }
 
 // What makes two entries the same measurement: the host and everything of the configuration.
@@ -149,7 +140,8 @@ void add_to_profile(Json& profile, const Json& machine, const Json& entry) {
 }
 
 std::string model_profile_folder(const std::string& output_dir, const std::string& model, const std::string& gpu) {
-  return (std::filesystem::path(output_dir) / "profiles" / file_name_part(model) / file_name_part(gpu)).string();
+  return (std::filesystem::path(output_dir) / "profiles" / profile_file_label(model) / profile_file_label(gpu))
+      .string();
 }
 
 Json gather_model_profiles(const std::vector<std::string>& folders) {

@@ -42,9 +42,9 @@ nlohmann::ordered_json new_model_profile(const std::string& model, int64_t param
 void add_to_profile(nlohmann::ordered_json& profile, const nlohmann::ordered_json& machine,
                     const nlohmann::ordered_json& entry);
 
-// The folder of a model's profile on a GPU under `output_dir`: profiles/<model>/<gpu>, each name's characters other
-// than letters, digits, '-', '.' and '_' replaced by '_' ("meta-llama/Llama-2-7b-hf" gives
-// "meta-llama_Llama-2-7b-hf", "NVIDIA H200" "NVIDIA_H200").
+// The folder of a model's profile on a GPU under `output_dir`: profiles/<model>/<gpu>, each name as
+// profile_file_label writes it ("meta-llama/Llama-2-7b-hf" gives "meta-llama_Llama-2-7b-hf", "NVIDIA H200"
+// "NVIDIA_H200").
 std::string model_profile_folder(const std::string& output_dir, const std::string& model, const std::string& gpu);
 
 // `sweep --gather`: every profile.json (and profile_N.json) under `folders`, merged. Throws UsageError naming the

@@ -63,20 +63,6 @@ struct RowTotals {
   std::set<uint64_t> launchers;
 };
 
-// The time covered by any of the spans: a row's work on several lanes at once (the host update's threads, two
-// streams) counts once, so that its share of the step is a share of wall time.
-double union_ns(std::vector<std::pair<int64_t, int64_t>>& spans) {
-  std::sort(spans.begin(), spans.end());
-  double total = 0;
-  int64_t covered_to = INT64_MIN;
-  for (const auto& [start, end] : spans) {
-    const int64_t from = std::max(start, covered_to);
-    if (end > from) total += double(end - from);
-    covered_to = std::max(covered_to, end);
-  }
-  return total;
-}
-
 std::string rate(double per_second, const char* unit) {
   char text[32];
   if (per_second >= 1e12) {
@@ -173,7 +159,9 @@ ProfileSummary summarise(const ProfileWindow& window, const DeviceCeilings& ceil
         ExposedCategory(std::max_element(t.category_ns.begin(), t.category_ns.end()) - t.category_ns.begin());
     row.category = exposed_category_name(category);
     row.calls = t.calls;
-    row.total_ms = union_ns(t.spans) / kNsPerMs;
+    // (A row's work on several lanes at once, the host update's threads or two streams, counts once: its share of
+    // the step is a share of wall time.)
+    row.total_ms = covered_ns(t.spans) / kNsPerMs;
     row.mean_ms = t.calls > 0 ? row.total_ms / double(t.calls) : 0;
     row.share_of_steps = steps_ms > 0 ? row.total_ms / steps_ms : 0;
     const double seconds = row.total_ms / 1e3;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <set>
 #include <tuple>
 
@@ -92,6 +93,18 @@ std::vector<const TraceSlice*> window_steps(const ProfileWindow& window) {
   std::sort(steps.begin(), steps.end(),
             [](const TraceSlice* a, const TraceSlice* b) { return a->start_ns < b->start_ns; });
   return steps;
+}
+
+double covered_ns(std::vector<std::pair<int64_t, int64_t>>& spans) {
+  std::sort(spans.begin(), spans.end());
+  double total = 0;
+  int64_t covered_to = INT64_MIN;
+  for (const auto& [start, end] : spans) {
+    const int64_t from = std::max(start, covered_to);
+    if (end > from) total += double(end - from);
+    covered_to = std::max(covered_to, end);
+  }
+  return total;
 }
 
 }  // namespace zb

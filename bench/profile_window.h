@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/trace.h"
@@ -50,6 +51,9 @@ std::optional<ExposedCategory> busy_category(const TraceSlice& slice, bool ops_r
 // update's, then the others by name, numbers within names compared as numbers: "cpu optimizer 2" before "cpu
 // optimizer 10"), then the device's streams (compute, communication, the others by name, the unnamed by id).
 std::vector<TraceLane> ordered_lanes(const ProfileWindow& window);
+
+// The time in ns covered by any of the spans (start, end): overlapping spans count once. Sorts them.
+double covered_ns(std::vector<std::pair<int64_t, int64_t>>& spans);
 
 // The window's steps: its slices of category step, by start.
 std::vector<const TraceSlice*> window_steps(const ProfileWindow& window);

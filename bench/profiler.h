@@ -104,8 +104,9 @@ struct ProfileRecordFields {
 std::optional<ProfileRecordFields> profile_record_fields(const std::vector<ProfiledWindow>& windows);
 void fill_profile(BenchRecord& record, const ProfileRecordFields& fields);
 
-// A configuration's label as part of a file name: "cpu_optimizer (stage 2), full ckpt" gives
-// "cpu_optimizer_stage_2_full_ckpt" (letters, digits, '-' and '.' kept, every other run of characters one '_').
+// A label as part of a file or folder name (a configuration's, a model's, a GPU's): "cpu_optimizer (stage 2), full
+// ckpt" gives "cpu_optimizer_stage_2_full_ckpt" (letters, digits, '-' and '.' kept, every other run of characters
+// one '_', none at the end; "run" where nothing is left).
 std::string profile_file_label(const std::string& label);
 
 // The device's activity source for a profile, its lanes named after the backend's streams and the

@@ -18,6 +18,11 @@ std::string environment_variable(const char* name) {
 
 }  // namespace
 
+std::optional<double> device_capacity_gb(const Device& device) {
+  if (!device.is_cuda()) return std::nullopt;
+  return double(cuda_device_memory_bytes(device.index)) / 1e9;
+}
+
 std::string utc_now(const char* format) {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};

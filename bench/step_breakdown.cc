@@ -21,26 +21,6 @@ struct Pass {
   bool forward;
 };
 
-// The time covered by the slices' union, in ns.
-double union_ns(std::vector<std::pair<int64_t, int64_t>> intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  double total = 0;
-  int64_t begin = 0, end = 0;
-  bool open = false;
-  for (const auto& [b, e] : intervals) {
-    if (open && b <= end) {
-      end = std::max(end, e);
-      continue;
-    }
-    if (open) total += double(end - begin);
-    begin = b;
-    end = e;
-    open = true;
-  }
-  if (open) total += double(end - begin);
-  return total;
-}
-
 UnitTimes unit_named(const std::string& name) {
   UnitTimes u;
   u.unit = name;
@@ -153,7 +133,7 @@ StepBreakdown step_breakdown(const ProfileWindow& window) {
       }
     }
   }
-  out.cpu_optimizer_ms = union_ns(std::move(host_update)) / kNsPerMs;
+  out.cpu_optimizer_ms = covered_ns(host_update) / kNsPerMs;
 
   // Per step.
   const double n = double(out.steps);

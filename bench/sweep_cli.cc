@@ -62,10 +62,6 @@ void add_sweep_flags(po::options_description& options, SweepFlags& f) {
 
 namespace {
 
-bool given(const po::variables_map& vm, const char* flag) {
-  return vm.count(flag) && !vm[flag].defaulted();
-}
-
 // The axes: the config file's where it names them, the command line's where it was given.
 SweepAxes merged_axes(const SweepFlags& f, const po::variables_map& vm, int64_t& num_steps) {
   if (f.config.empty()) return f.axes;

@@ -23,7 +23,6 @@
 #include "bench/run_environment.h"
 #include "bench/sweep_cli.h"
 #include "bench/sweep_report.h"
-#include "core/cuda_devices.h"
 #include "core/errors.h"
 #include "core/strings.h"
 #include "models/activations.h"
@@ -58,28 +57,17 @@ double predicted_device_bytes(const TrainingOptions& o, int world) {
          double(Activations::planned_bytes(o.model, o.dtype, o.batch, o.seq, o.activation_checkpointing));
 }
 
-std::string join(const std::vector<int64_t>& values) {
-  std::string out;
-  for (int64_t v : values) {
-    if (!out.empty()) out += ' ';
-    out += std::to_string(v);
-  }
-  return out;
+// "1 2 4": an axis's sizes as the header prints them.
+std::string sizes_text(const std::vector<int64_t>& values) {
+  std::vector<std::string> texts;
+  for (int64_t v : values) texts.push_back(std::to_string(v));
+  return join(texts, " ");
 }
 
-// A file of `folder` named stem.json, else stem_2.json, ...: created only where absent, so that no run's file is
-// overwritten.
-std::string reserve_file(const std::string& folder, const std::string& stem) {
-  namespace fs = std::filesystem;
-  fs::create_directories(folder);
-  for (int n = 1; n <= 1000; ++n) {
-    const fs::path path = fs::path(folder) / (n == 1 ? stem + ".json" : cat(stem, "_", n, ".json"));
-    if (!fs::exists(path)) {
-      write_file_atomically(path.string(), "{}\n");
-      return path.string();
-    }
-  }
-  throw IoError(cat("cannot find a free name for ", stem, ".json in ", folder));
+// A new profile.json (profile_2.json, ...) in `folder`, made where missing: no run's profile is overwritten.
+std::string new_profile_file(const std::string& folder) {
+  std::filesystem::create_directories(folder);
+  return claim_new_file((std::filesystem::path(folder) / "profile").string(), ".json", "{}\n") + ".json";
 }
 
 int gather(const SweepFlags& flags, const MpiWorld& world) {
@@ -87,7 +75,7 @@ int gather(const SweepFlags& flags, const MpiWorld& world) {
   require_writable_folder(flags.runner.output_dir, "output-dir");
   const nlohmann::ordered_json merged = gather_model_profiles(flags.gather);
   const std::string path =
-      reserve_file(model_profile_folder(flags.runner.output_dir, merged.at("model"), merged.at("gpu")), "profile");
+      new_profile_file(model_profile_folder(flags.runner.output_dir, merged.at("model"), merged.at("gpu")));
   write_file_atomically(path, merged.dump(2) + "\n");
   std::printf("merged %zu configuration(s) measured on %zu machine(s) into %s\n", merged.at("entries").size(),
               merged.at("machines").size(), path.c_str());
@@ -109,8 +97,7 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
   stop_gracefully_on_interrupt(&interrupt_requested);
   BenchRunner runner(world, plan.settings);
   const RunEnvironment environment = describe_environment(world, plan.settings.device, plan.settings.backend_options);
-  std::optional<double> capacity;
-  if (plan.settings.device.is_cuda()) capacity = double(cuda_device_memory_bytes(plan.settings.device.index)) / 1e9;
+  const std::optional<double> capacity = device_capacity_gb(plan.settings.device);
   const size_t count = plan.points.size();
 
   // What to expect: the configurations the memory model says do not fit, and the larger ones of their kind after
@@ -139,8 +126,9 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
   if (printer) {
     const SweepAxes& a = plan.axes;
     std::printf("sweep: %zu configuration(s) of %zu model(s), batch %s, seq %s, accum %s | %s on %s | %s\n", count,
-                a.models.size(), join(a.batch_sizes).c_str(), join(a.seq_lengths).c_str(), join(a.grad_accum).c_str(),
-                runner.communicator_description().c_str(), environment.gpu_name.c_str(), environment.host_name.c_str());
+                a.models.size(), sizes_text(a.batch_sizes).c_str(), sizes_text(a.seq_lengths).c_str(),
+                sizes_text(a.grad_accum).c_str(), runner.communicator_description().c_str(),
+                environment.gpu_name.c_str(), environment.host_name.c_str());
     for (const std::string& note : plan.left_out) std::printf("not run: %s\n", note.c_str());
     std::printf("%lld warm-up + %lld timed steps each (the last 3 profiled by unit), repeated %lld\n",
                 (long long)plan.settings.warmup_steps, (long long)plan.settings.num_steps,
@@ -185,10 +173,8 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
       o.status != 0) {
     throw IoError(o.message);
   }
-  std::string models;
-  for (const std::string& m : plan.axes.models) models += (models.empty() ? std::string() : std::string(", ")) + m;
   const std::string title =
-      cat("sweep: ", models, " on ", world.size(), " x ", environment.gpu_name,
+      cat("sweep: ", join(plan.axes.models, ", "), " on ", world.size(), " x ", environment.gpu_name,
           card_gb && plan.settings.device_memory_limit ? cat(" run as a ", *card_gb, " GB card") : std::string(),
           ", tokens/s per configuration");
   std::vector<BenchRecord> records;
@@ -263,7 +249,7 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
         if (it == profiles.end()) {
           std::string file;  // (empty where it cannot be made: warned, not written)
           try {
-            file = reserve_file(model_profile_folder(plan.output_dir, record.model, environment.gpu_name), "profile");
+            file = new_profile_file(model_profile_folder(plan.output_dir, record.model, environment.gpu_name));
           } catch (const std::exception& e) {
             std::fprintf(stderr, "warning: no profile of %s will be written: %s\n", record.model.c_str(), e.what());
           }

@@ -170,7 +170,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   if (!extra.json_path.empty()) {  // (every rank: the record's figures are gathered from all of them)
     zb::BenchRecord record = zb::configuration_record(o, world.size(), 1);
     record.environment = zb::describe_environment(world, run.device, zb::program_backend_options());
-    if (run.device.is_cuda()) record.gpu_capacity_gb = double(zb::cuda_device_memory_bytes(run.device.index)) / 1e9;
+    record.gpu_capacity_gb = zb::device_capacity_gb(run.device);
     zb::fill_memory(record, o, memory, agreement);
     if (cap) {
       record.device_memory_limit_gb = double(cap->card_bytes) / 1e9;
