@@ -117,6 +117,13 @@ ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world
                        options.optimizer.moments_8bit ? kQuantizationBlock : kShardAlignment};
 }
 
+StepBuffers allocate_step_buffers(TrackingAllocator& allocator, const TrainingOptions& options) {
+  const Shape ids{options.batch * options.seq};
+  return {allocator.allocate(ids, DType::i32, MemoryPool::workspace),
+          allocator.allocate(ids, DType::i32, MemoryPool::workspace),
+          allocator.allocate(Shape{4}, DType::f64, MemoryPool::workspace)};
+}
+
 Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAllocator& allocator, TokenSource& data,
                  Communicator* comm)
     : options_(options),
@@ -161,17 +168,13 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
   if (const std::string why = schedule_.why_pass_not_device_only(); !why.empty()) pass_replay_.turn_off(why);
   if (options.model.lora.dropout > 0) pass_replay_.turn_off("LoRA dropout draws new masks every pass");
   if (pass_replay_.on()) schedule_.keep_updates_in_order();
-  const Shape ids{options.batch * options.seq};
-  inputs_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
-  targets_ = allocator.allocate(ids, DType::i32, MemoryPool::workspace);
-  // 8-byte slots: loss, sum of squares, and on the device the clipping factor and a zero.
-  device_scalars_ = allocator.allocate(Shape{4}, DType::f64, MemoryPool::workspace);
+  buffers_ = allocate_step_buffers(allocator, options);
   host_scalars_ = staging_.allocate(Shape{2}, DType::f64, MemoryPool::workspace);
   auto slot = [](const Buffer& b, int index, DType dtype) {
     return Tensor(static_cast<double*>(b.data()) + index, Shape{1}, dtype, b.device());
   };
-  device_ = {slot(device_scalars_, 0, DType::f64), slot(device_scalars_, 1, DType::f64),
-             slot(device_scalars_, 2, DType::f32), slot(device_scalars_, 3, DType::f64)};
+  device_ = {slot(buffers_.scalars, 0, DType::f64), slot(buffers_.scalars, 1, DType::f64),
+             slot(buffers_.scalars, 2, DType::f32), slot(buffers_.scalars, 3, DType::f64)};
   backend.fill_zero(device_.zero);
   host_ = {slot(host_scalars_, 0, DType::f64), slot(host_scalars_, 1, DType::f64), {}, {}};
 }
@@ -179,7 +182,7 @@ Trainer::Trainer(const TrainingOptions& options, Backend& backend, TrackingAlloc
 StepStats Trainer::step() {
   const auto start = std::chrono::steady_clock::now();
   const Shape ids{options_.batch * options_.seq};
-  Tensor inputs = inputs_.view(ids, DType::i32), targets = targets_.view(ids, DType::i32);
+  Tensor inputs = buffers_.inputs.view(ids, DType::i32), targets = buffers_.targets.view(ids, DType::i32);
   const int world = comm_->size();
 
   OptimizerParams params = options_.optimizer;

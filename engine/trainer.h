@@ -62,6 +62,13 @@ struct TrainingOptions {
 // Where a rank of `world` holds the weights, gradients and optimizer state that `options` ask for.
 ShardGeometry shard_geometry(const TrainingOptions& options, int rank, int world);
 
+// The device buffers a step uses beside the model's and the store's: a micro-batch's input and target ids, and
+// 8-byte slots for the step's loss, sum of squares, clipping factor and a zero.
+struct StepBuffers {
+  Buffer inputs, targets, scalars;
+};
+StepBuffers allocate_step_buffers(TrackingAllocator& allocator, const TrainingOptions& options);
+
 struct StepStats {
   int64_t step = 0;          // 1-based
   double loss = 0;           // mean over the step's tokens on all ranks
@@ -153,14 +160,14 @@ class Trainer {
   TrackingAllocator staging_;
   TokenUploads uploads_;
   PassReplay pass_replay_;
-  Buffer inputs_, targets_;
+  StepBuffers buffers_;
   // The step's scalars where its work runs: the mean loss and the gradients' sum of squares (f64), the
   // clipping factor (f32); and the first two on the host, copied there at the end of the step.
   struct StepScalars {
     Tensor loss, sum_of_squares, clip_factor;
     Tensor zero;  // (device) a finite stand-in for the loss where the loss must not decide a skip
   };
-  Buffer device_scalars_, host_scalars_;
+  Buffer host_scalars_;
   StepScalars device_, host_;
   int64_t step_ = 0;
   int64_t applied_steps_ = 0;  // steps not skipped for an overflow: Adam's step count
