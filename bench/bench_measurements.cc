@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "core/dtype.h"
+#include "engine/memory_plan.h"
 #include "engine/parameter_store.h"
-#include "models/activations.h"
 #include "models/parameter_layout.h"
 #include "models/transformer_config.h"
 
@@ -61,28 +61,14 @@ void MeasuredMemory::note_end_of_steps(const TrackingAllocator& device_allocator
   resident = resident_set_bytes();
 }
 
-void MeasuredMemory::add_peaks(const TrackingAllocator& device_allocator) {
+void MeasuredMemory::add_peaks(const TrackingAllocator& device_allocator, const Backend& backend) {
+  backend_workspace = std::max(backend_workspace, backend.workspace_bytes());
+  if (backend.device().is_cuda()) outside_engine = std::max(outside_engine.value_or(0), device_allocator.held_outside());
   for (MemoryPool pool : kAllMemoryPools) {
     PoolUsage& kept = pools[int(pool)];
     kept.peak = std::max(kept.peak, device_allocator.usage(pool).peak);
   }
   total_peak = std::max(total_peak, device_allocator.total().peak);
-}
-
-PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int64_t trainable,
-                                   int world) {
-  const double psi = double(parameters), trained = double(trainable), n = double(world);
-  const double weight_bytes = double(dtype_size(options.dtype));
-  const double master = ParameterStore::has_separate_master(options.dtype) ? 4 : 0;
-  const double moments = OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
-  const int stage = options.zero.stage;
-  PredictedMemory p;
-  p.parameters = weight_bytes * psi / (stage == 3 ? n : 1);
-  p.gradients = weight_bytes * trained / (stage >= 2 ? n : 1);
-  p.optimizer_state = (master + moments) * trained / (stage >= 1 ? n : 1);
-  p.optimizer_state *= 1.0 - offloaded_share(options, world);          // on the host or in files
-  if (options.offload == OffloadStrategy::cpu_full) p.parameters = 0;  // only the units in use come up
-  return p;
 }
 
 BenchRecord configuration_record(const TrainingOptions& options, int world, int64_t repeat) {
@@ -118,15 +104,15 @@ void fill_memory(BenchRecord& r, const TrainingOptions& options, const MeasuredM
   r.optimizer_state_gb = worst_gb(double(memory.pools[int(MemoryPool::optimizer_state)].peak));
   r.activations_gb = worst_gb(double(memory.pools[int(MemoryPool::activations)].peak));
   r.workspace_gb = worst_gb(double(memory.pools[int(MemoryPool::workspace)].peak));
-  const PredictedMemory predicted =
-      predict_gpu_memory(options, r.parameters, r.trainable_parameters, r.world_size);
-  r.predicted_parameters_gb = predicted.parameters / kGB;
-  r.predicted_gradients_gb = predicted.gradients / kGB;
-  r.predicted_optimizer_state_gb = predicted.optimizer_state / kGB;
-  r.predicted_activations_gb =
-      double(Activations::planned_bytes(options.model, options.dtype, options.batch, options.seq,
-                                        options.activation_checkpointing)) /
-      kGB;
+  r.backend_workspace_gb = worst_gb(double(memory.backend_workspace));
+  if (memory.outside_engine) r.gpu_outside_engine_gb = worst_gb(double(*memory.outside_engine));
+  const MemoryPlan plan = plan_memory(options, agreement.rank(), r.world_size, memory.backend_workspace);
+  r.predicted_parameters_gb = worst_gb(double(plan.pool(MemoryPool::parameters)));
+  r.predicted_gradients_gb = worst_gb(double(plan.pool(MemoryPool::gradients)));
+  r.predicted_optimizer_state_gb = worst_gb(double(plan.pool(MemoryPool::optimizer_state)));
+  r.predicted_activations_gb = worst_gb(double(plan.pool(MemoryPool::activations)));
+  r.predicted_workspace_gb = worst_gb(double(plan.pool(MemoryPool::workspace)));
+  r.predicted_gpu_peak_gb = worst_gb(double(plan.peak));
 }
 
 void fill_measurements(BenchRecord& r, const TrainingOptions& options, const TimedSteps& timed,

@@ -50,9 +50,11 @@ struct TimedSteps {
 struct MeasuredMemory {
   PoolUsage pools[kMemoryPoolCount];
   size_t total_peak = 0;
+  size_t backend_workspace = 0;  // the backend's own, in the workspace pool (Backend::workspace_bytes), at the end
+  std::optional<size_t> outside_engine;  // a GPU's memory in use outside the allocator (TrackingAllocator::held_outside)
   double allocated_at_end = 0, host_pinned = 0, resident = 0;
-  // Keeps the larger of each peak and the allocator's (after a repeat).
-  void add_peaks(const TrackingAllocator& device_allocator);
+  // Keeps the larger of each peak and the allocator's, and of the backend's workspace (after a repeat).
+  void add_peaks(const TrackingAllocator& device_allocator, const Backend& backend);
   // Once the timed steps are done: what the device still holds, the host memory pinned, the resident set.
   void note_end_of_steps(const TrackingAllocator& device_allocator, const TrackingAllocator& host_allocator);
 };
@@ -64,18 +66,10 @@ struct RecordSettings {
   std::optional<double> gpu_hour_usd;  // (cost per 1000 samples)
 };
 
-// The ZeRO formulas (and the strategies' moves to the host): bytes per rank of the GPU's weights for `parameters`
-// elements, and of the gradients and optimizer state for the `trainable` ones (all but LoRA's frozen base), before
-// padding.
-struct PredictedMemory {
-  double parameters = 0, gradients = 0, optimizer_state = 0;
-};
-PredictedMemory predict_gpu_memory(const TrainingOptions& options, int64_t parameters, int64_t trainable,
-                                   int world);
-
 // A record of what runs: stage, strategy, model, sizes, dtype (status "ok", nothing measured yet).
 BenchRecord configuration_record(const TrainingOptions& options, int world, int64_t repeat);
-// The memory fields, measured (the worst rank's) and predicted, for any outcome: how far a failed run got.
+// The memory fields, measured (the worst rank's) and predicted (engine/memory_plan.h, each rank its own, the worst
+// kept), for any outcome: how far a failed run got.
 void fill_memory(BenchRecord& r, const TrainingOptions& options, const MeasuredMemory& memory,
                  const RankAgreement& agreement);
 // The measured fields of a run whose timed steps finished on every rank: step statistics (this rank's),

@@ -72,6 +72,10 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("predicted_gradients_gb", r.predicted_gradients_gb);
   number("predicted_optimizer_state_gb", r.predicted_optimizer_state_gb);
   number("predicted_activations_gb", r.predicted_activations_gb);
+  number("predicted_workspace_gb", r.predicted_workspace_gb);
+  number("predicted_gpu_peak_gb", r.predicted_gpu_peak_gb);
+  number("backend_workspace_gb", r.backend_workspace_gb);
+  number("gpu_outside_engine_gb", r.gpu_outside_engine_gb);
   number("cpu_memory_gb", r.cpu_memory_gb);
   number("cpu_pinned_gb", r.cpu_pinned_gb);
   number("nvme_read_gb", r.nvme_read_gb);

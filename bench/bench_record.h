@@ -61,7 +61,8 @@ struct BenchRecord {
   std::optional<double> throughput_tokens_per_sec, throughput_tokens_per_sec_per_gpu, throughput_stddev;
   std::optional<double> samples_per_sec, tflops_per_gpu, mfu;
   // GPU memory, GB (1e9 bytes), the worst rank's: peak and still allocated at the end, and peak by pool,
-  // measured by the engine's allocator and predicted (the ZeRO formulas; activations from the model's plan).
+  // measured by the engine's allocator and predicted by the engine's memory plan (engine/memory_plan.h; each pool's
+  // own peak, the worst rank's), the backend's workspace (backend_workspace_gb, measured at the end) given to it.
   std::optional<double> gpu_peak_gb, gpu_allocated_gb, gpu_capacity_gb;
   // --device-memory-limit-gb: the card size asked for, and what the device held outside the engine when the
   // configuration started (the CUDA context, libraries; the worst rank's), which the cap leaves out of the engine's
@@ -69,7 +70,11 @@ struct BenchRecord {
   std::optional<double> device_memory_limit_gb, device_memory_outside_gb;
   std::optional<double> parameters_gb, gradients_gb, optimizer_state_gb, activations_gb, workspace_gb;
   std::optional<double> predicted_parameters_gb, predicted_gradients_gb, predicted_optimizer_state_gb;
-  std::optional<double> predicted_activations_gb;      // the model's activation buffers for one micro-batch
+  std::optional<double> predicted_activations_gb, predicted_workspace_gb, predicted_gpu_peak_gb;
+  std::optional<double> backend_workspace_gb;          // the backend's GEMM workspaces and scratch
+  // A GPU's memory in use outside the engine's allocator at the end of the steps (the CUDA context, the libraries'
+  // handles and buffers, NCCL's; other programs), the worst rank's: what a plan adds to the engine's peak.
+  std::optional<double> gpu_outside_engine_gb;
   std::optional<double> cpu_memory_gb, cpu_pinned_gb;  // peak resident set, and the offload's host memory
   std::optional<double> nvme_read_gb, nvme_write_gb, nvme_read_gbps, nvme_write_gbps;  // per step
   std::optional<double> comm_bytes_per_step;                                           // collectives' payload per rank

@@ -169,7 +169,7 @@ void BenchRunner::run_repeats(const TrainingOptions& options, RunProgress& progr
     profiler.reset();  // (a window a failure left open is closed, not written)
     telemetry_.stop();  // (where the steps ended early)
     timed.end_repeat();
-    memory.add_peaks(allocator_);
+    memory.add_peaks(allocator_, *backend_);
     // A step that failed may have left work queued on the device that still uses the trainer's buffers.
     try {
       backend_->synchronize();

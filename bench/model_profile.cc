@@ -96,7 +96,11 @@ Json profile_entry(const std::string& run_id, const BenchRecord& r, const StepBr
                          {{"parameters", optional_number(r.predicted_parameters_gb)},
                           {"gradients", optional_number(r.predicted_gradients_gb)},
                           {"optimizer_state", optional_number(r.predicted_optimizer_state_gb)},
-                          {"activations", optional_number(r.predicted_activations_gb)}}},
+                          {"activations", optional_number(r.predicted_activations_gb)},
+                          {"workspace", optional_number(r.predicted_workspace_gb)},
+                          {"peak", optional_number(r.predicted_gpu_peak_gb)}}},
+                        {"backend_workspace", optional_number(r.backend_workspace_gb)},
+                        {"outside_engine", optional_number(r.gpu_outside_engine_gb)},
                         {"host_pinned", optional_number(r.cpu_pinned_gb)}};
   return entry;
 }

@@ -25,6 +25,7 @@
 #include "bench/sweep_report.h"
 #include "core/errors.h"
 #include "core/strings.h"
+#include "engine/memory_plan.h"
 #include "models/activations.h"
 #include "models/parameter_layout.h"
 #include "models/transformer_config.h"
@@ -47,14 +48,6 @@ double configuration_flops(const TrainingOptions& o, const BenchSettings& s) {
   if (o.activation_checkpointing == ActivationCheckpointing::full) per_token *= 4.0 / 3.0;
   const double tokens = double(o.batch * o.seq * o.grad_accum);
   return per_token * tokens * double(s.repeat * (s.warmup_steps + s.num_steps));
-}
-
-// What the memory model says of the device memory of a configuration: the ZeRO formulas' pools and the activations.
-double predicted_device_bytes(const TrainingOptions& o, int world) {
-  const ParameterLayout layout(o.model);
-  const PredictedMemory p = predict_gpu_memory(o, layout.total_numel(), layout.trainable_numel(), world);
-  return p.parameters + p.gradients + p.optimizer_state +
-         double(Activations::planned_bytes(o.model, o.dtype, o.batch, o.seq, o.activation_checkpointing));
 }
 
 // "1 2 4": an axis's sizes as the header prints them.
@@ -117,7 +110,7 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
         continue;
       }
       expected_flops += flops;
-      if (card_gb && predicted_device_bytes(plan.configurations[i], world.size()) / 1e9 > *card_gb) {
+      if (card_gb && double(plan_memory(plan.configurations[i], world.rank(), world.size()).peak) / 1e9 > *card_gb) {
         ++expected_oom;
         expected.ran_out(plan.points[i]);
       }

@@ -162,7 +162,7 @@ int train(zb::MpiWorld& world, const zb::TrainingFlags& flags, const TrainOnlyFl
   if (profiler && unprofiled_summarised > 0 && unprofiled_summarised < summarised_steps)
     print("(the profiled steps are in the summary above; the per-rank figures and the record leave them out)");
   zb::MeasuredMemory memory;
-  memory.add_peaks(allocator);
+  memory.add_peaks(allocator, *backend);
   memory.note_end_of_steps(allocator, trainer.host_allocator());
   const zb::RankResult mine = zb::own_rank_result(world.rank(), world.host_name(), run.device, summarised.rank,
                                                   double(memory.total_peak), memory.resident, telemetry);

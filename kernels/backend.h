@@ -65,6 +65,9 @@ class Backend {
   // Which implementations the backend chose where it has several (empty where it has one), for the record
   // of a run: a benchmark must say whether a fast library path or a fallback produced its number.
   virtual std::string kernel_choices() const { return {}; }
+  // Device memory the backend holds now in the engine's allocator for its own use (GEMM workspaces, kernels'
+  // scratch): what the engine's memory plan (engine/memory_plan.h) cannot see and adds as given.
+  virtual size_t workspace_bytes() const { return 0; }
 
   // --- memory and timing ----------------------------------------------------------------------------------
   // Copies between tensors of equal bytes; either side may be on the host or this backend's device.

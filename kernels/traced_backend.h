@@ -24,6 +24,7 @@ class TracedBackend final : public Backend {
   void* native_stream() const override { return inner_.native_stream(); }
   std::vector<std::pair<void*, std::string>> named_streams() const override { return inner_.named_streams(); }
   std::string kernel_choices() const override { return inner_.kernel_choices(); }
+  size_t workspace_bytes() const override { return inner_.workspace_bytes(); }
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void fill_zero(Tensor& t) override;

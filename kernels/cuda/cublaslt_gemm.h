@@ -60,6 +60,8 @@ class CublasLtGemm {
   bool chosen(const GemmArgs& args);
 
   const TimingSummary& timing_summary() const { return timing_summary_; }
+  // The workspaces made so far (one per stream that ran a GEMM).
+  size_t workspace_bytes_held() const { return workspaces_.size() * workspace_bytes_; }
 
  private:
   struct Plan;

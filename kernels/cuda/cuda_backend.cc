@@ -414,6 +414,8 @@ void CudaBackend::reduce_bias(const Tensor& dout, int64_t n, int64_t m, Tensor& 
                          scratch(cuda::column_reduce_scratch(n, m)), stream_);
 }
 
+size_t CudaBackend::workspace_bytes() const { return gemm_->workspace_bytes_held() + scratch_.bytes(); }
+
 std::string CudaBackend::kernel_choices() const {
   std::vector<std::string> lines;
   const AttentionUse& a = attention_use_;

@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   const EpilogueUse& epilogue_use() const { return epilogue_use_; }
   const AttentionUse& attention_use() const { return attention_use_; }
   std::string kernel_choices() const override;
+  size_t workspace_bytes() const override;
 
   void copy(const Tensor& src, Tensor& dst) override;
   void convert(const Tensor& src, Tensor& dst) override;
