@@ -10,6 +10,7 @@
 #include "bench/deepspeed_config.h"
 #include "bench/run_environment.h"
 #include "bench/svg_chart.h"
+#include "bench/text_table.h"
 #include "core/errors.h"
 #include "core/strings.h"
 
@@ -150,23 +151,7 @@ std::string summary_table(const std::vector<BenchRecord>& records, bool on_gpu) 
     if (spread) rows.back().push_back(ranks);
     rows.back().insert(rows.back().end(), {r.status, r.recommendation});
   }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  std::string out;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t c = 0; c < rows[i].size(); ++c) {
-      std::string cell = rows[i][c];
-      if (c + 1 < rows[i].size()) cell.resize(widths[c], ' ');
-      out += (c ? " | " : "") + cell;
-    }
-    out += "\n";
-    if (i == 0) {
-      for (size_t c = 0; c < widths.size(); ++c) out += (c ? "-|-" : "") + std::string(widths[c], '-');
-      out += "\n";
-    }
-  }
-  return out;
+  return text_table(rows);
 }
 
 }  // namespace zb

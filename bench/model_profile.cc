@@ -101,6 +101,7 @@ Json profile_entry(const std::string& run_id, const BenchRecord& r, const StepBr
                           {"peak", optional_number(r.predicted_gpu_peak_gb)}}},
                         {"backend_workspace", optional_number(r.backend_workspace_gb)},
                         {"outside_engine", optional_number(r.gpu_outside_engine_gb)},
+                        {"gpu_capacity", optional_number(r.gpu_capacity_gb)},
                         {"host_pinned", optional_number(r.cpu_pinned_gb)}};
   return entry;
 }

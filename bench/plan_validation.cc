@@ -1,0 +1,155 @@
+#include "bench/plan_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/json_file.h"
+#include "bench/plan_search.h"
+#include "bench/text_table.h"
+#include "core/errors.h"
+#include "core/strings.h"
+#include "engine/offload_strategy.h"
+#include "models/model_registry.h"
+
+namespace zb {
+
+namespace {
+
+using Json = nlohmann::json;
+
+std::optional<double> error_pct(const std::optional<double>& predicted, const std::optional<double>& measured) {
+  if (!predicted || !measured || *measured <= 0) return std::nullopt;
+  return (*predicted - *measured) / *measured * 100;
+}
+
+std::optional<double> number(const Json& record, const char* key) {
+  if (!record.contains(key) || !record.at(key).is_number()) return std::nullopt;
+  return record.at(key).get<double>();
+}
+
+// The options a record ran with (the ZeRO knobs at their defaults, which the records do not carry).
+TrainingOptions options_of(const Json& r) {
+  TrainingOptions o;
+  o.model = resolve_model(r.at("model").get<std::string>());
+  o.batch = r.at("batch_size").get<int64_t>();
+  o.seq = r.at("seq_length").get<int64_t>();
+  o.grad_accum = r.at("grad_accum").get<int64_t>();
+  o.dtype = parse_dtype(r.at("dtype").get<std::string>());
+  set_optimizer(o.optimizer, r.at("optimizer").get<std::string>());
+  o.activation_checkpointing = parse_activation_checkpointing(r.at("activation_checkpointing").get<std::string>());
+  o.zero.stage = r.at("stage").get<int>();
+  const std::string spec = r.at("strategy").get<std::string>();
+  const size_t colon = spec.find(':');
+  o.offload = parse_offload_strategy(spec.substr(0, colon));
+  o.offload_ratio = colon == std::string::npos ? 1.0 : std::stod(spec.substr(colon + 1));
+  return o;
+}
+
+struct Summary {
+  std::optional<double> median, worst;
+};
+
+Summary summarise(std::vector<double> errors) {
+  if (errors.empty()) return {};
+  for (double& e : errors) e = std::abs(e);
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  return {median, errors.back()};
+}
+
+std::string fixed(const std::optional<double>& v, const char* format) {
+  if (!v) return "-";
+  char text[48];
+  std::snprintf(text, sizeof text, format, *v);
+  return text;
+}
+
+}  // namespace
+
+std::optional<double> ValidationRow::time_error_pct() const { return error_pct(predicted_ms, measured_ms); }
+std::optional<double> ValidationRow::memory_error_pct() const {
+  return error_pct(predicted_peak_gb, measured_peak_gb);
+}
+
+Validation validate_plan(const PlanProfile& profile, const std::vector<std::string>& record_files) {
+  Validation v;
+  for (const std::string& file : record_files) {
+    const Json records = read_json_file(file, cat("--validate ", file));
+    if (!records.is_array()) throw UsageError(cat("--validate ", file, ": not a JSON array of result records"));
+    for (const Json& r : records) {
+      try {
+        const std::string model = r.at("model").get<std::string>();
+        if (model != profile.model) {
+          v.skipped.push_back(cat(file, ": ", model, " (the profile is of ", profile.model, ")"));
+          continue;
+        }
+        if (r.value("lora_rank", 0) > 0) {
+          v.skipped.push_back(cat(file, ": a LoRA configuration (its adapters' settings are not in the record)"));
+          continue;
+        }
+        ValidationRow row;
+        row.file = file;
+        row.status = r.at("status").get<std::string>();
+        row.world = r.at("world_size").get<int>();
+        const TrainingOptions options = options_of(r);
+        ClusterSpec cluster;
+        cluster.gpus_per_node = row.world;
+        cluster.nodes = 1;
+        cluster.gpu_memory_gb = number(r, "gpu_capacity_gb");
+        if (!cluster.gpu_memory_gb) cluster.gpu_memory_gb = profile.gpu_capacity_gb();
+        const CollectiveLinks links = cluster_links(cluster, profile);
+        const PlannedConfiguration planned = plan_configuration(profile, options, cluster, links, 0, std::nullopt);
+        row.label = cat(row.world, " GPU", row.world > 1 ? "s" : "", ", ", planned.label());
+        row.predicted_peak_gb = double(planned.memory.peak) / 1e9;
+        row.predicted_fit = planned.fits;
+        if (planned.time) row.predicted_ms = planned.time->step_ms;
+        else row.note = planned.why_not;
+        if (row.status == "ok") {
+          row.measured_ms = number(r, "avg_step_time_ms");
+          row.measured_peak_gb = number(r, "gpu_peak_gb");
+        } else if (row.status == "oom" && planned.fits && cluster.gpu_memory_gb) {
+          ++v.false_fits;
+          row.note = "ran out of memory where the plan says it fits";
+        }
+        v.rows.push_back(row);
+      } catch (const Json::exception& e) {
+        throw UsageError(cat("--validate ", file, ": a record missing what the planner reads (", e.what(), ")"));
+      }
+    }
+  }
+  std::vector<double> time_errors, memory_errors;
+  for (const ValidationRow& row : v.rows) {
+    if (auto e = row.time_error_pct()) time_errors.push_back(*e);
+    if (auto e = row.memory_error_pct()) memory_errors.push_back(*e);
+  }
+  const Summary t = summarise(time_errors), m = summarise(memory_errors);
+  v.median_time_error_pct = t.median, v.worst_time_error_pct = t.worst;
+  v.median_memory_error_pct = m.median, v.worst_memory_error_pct = m.worst;
+  return v;
+}
+
+std::string validation_report(const Validation& v) {
+  std::vector<std::vector<std::string>> rows{
+      {"Configuration", "Status", "Step (measured)", "Step (predicted)", "Error", "Peak (measured)",
+       "Peak (predicted)", "Error"}};
+  for (const ValidationRow& r : v.rows) {
+    rows.push_back({r.label, r.status, fixed(r.measured_ms, "%.1f ms"), fixed(r.predicted_ms, "%.1f ms"),
+                    fixed(r.time_error_pct(), "%+.1f%%"), r.measured_peak_gb ? memory_text(*r.measured_peak_gb) : "-",
+                    r.predicted_peak_gb ? memory_text(*r.predicted_peak_gb) : "-", fixed(r.memory_error_pct(), "%+.2f%%")});
+    if (!r.note.empty()) rows.back().back() += "  (" + r.note + ")";
+  }
+  std::string out = text_table(rows);
+  out += cat("step time: median error ", fixed(v.median_time_error_pct, "%.1f%%"), ", worst ",
+             fixed(v.worst_time_error_pct, "%.1f%%"), "\n");
+  out += cat("peak memory: median error ", fixed(v.median_memory_error_pct, "%.2f%%"), ", worst ",
+             fixed(v.worst_memory_error_pct, "%.2f%%"), "; ", v.false_fits,
+             " configuration(s) that ran out of memory called fitting\n");
+  for (const std::string& s : v.skipped) out += "left out: " + s + "\n";
+  return out;
+}
+
+}  // namespace zb

@@ -1,0 +1,154 @@
+#include "bench/step_time_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/dtype.h"
+#include "core/strings.h"
+#include "engine/parameter_store.h"
+#include "models/parameter_layout.h"
+
+namespace zb {
+
+namespace {
+
+// Whether entry `e` measured what `options` would run, on one GPU, up to the stage and the micro-batch.
+bool same_kind(const ProfiledConfiguration& e, const TrainingOptions& options, bool same_checkpointing) {
+  return e.world_size == 1 && e.seq_length == options.seq && e.dtype == dtype_name(options.dtype) &&
+         e.optimizer == optimizer_name(options.optimizer) &&
+         e.strategy == offload_spec_name(options.offload, options.offload_ratio) &&
+         e.lora_rank == (options.model.lora.enabled() ? options.model.lora.rank : 0) &&
+         (!same_checkpointing ||
+          e.activation_checkpointing == activation_checkpointing_name(options.activation_checkpointing));
+}
+
+// The basis: the entries of the kind at the nearest stage measured, at the micro-batch nearest the options' (in log
+// scale), their median step.
+struct Basis {
+  ProfiledEntry entry;
+  bool estimated_checkpointing = false;
+};
+
+std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOptions& options) {
+  Basis basis;
+  std::vector<const ProfiledEntry*> kind;
+  for (bool same_checkpointing : {true, false}) {
+    for (const ProfiledEntry& e : profile.entries)
+      if (same_kind(e.configuration, options, same_checkpointing)) kind.push_back(&e);
+    if (!kind.empty()) {
+      basis.estimated_checkpointing = !same_checkpointing;
+      break;
+    }
+    // Only full checkpointing is estimated from a run without it.
+    if (options.activation_checkpointing != ActivationCheckpointing::full) return std::nullopt;
+  }
+  if (kind.empty()) return std::nullopt;
+  if (basis.estimated_checkpointing) {
+    std::erase_if(kind, [](const ProfiledEntry* e) { return e->configuration.activation_checkpointing != "none"; });
+    if (kind.empty()) return std::nullopt;
+  }
+  // The measured stage nearest the configuration's (the lower of two as near: it has the fewer one-GPU copies).
+  auto stage_distance = [&](const ProfiledEntry* e) {
+    return 2 * std::abs(e->configuration.stage - options.zero.stage) + (e->configuration.stage > options.zero.stage);
+  };
+  const int nearest_stage = stage_distance(*std::min_element(
+      kind.begin(), kind.end(), [&](const auto* a, const auto* b) { return stage_distance(a) < stage_distance(b); }));
+  std::erase_if(kind, [&](const ProfiledEntry* e) { return stage_distance(e) != nearest_stage; });
+  auto distance = [&](const ProfiledEntry* e) {
+    return std::abs(std::log(double(e->configuration.micro_batch) / double(options.batch)));
+  };
+  const double nearest = distance(*std::min_element(
+      kind.begin(), kind.end(), [&](const ProfiledEntry* a, const ProfiledEntry* b) { return distance(a) < distance(b); }));
+  std::erase_if(kind, [&](const ProfiledEntry* e) { return distance(e) > nearest + 1e-12; });
+  std::sort(kind.begin(), kind.end(), [](const ProfiledEntry* a, const ProfiledEntry* b) { return a->step_ms < b->step_ms; });
+  basis.entry = *kind[kind.size() / 2];
+  return basis;
+}
+
+}  // namespace
+
+std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, const TrainingOptions& options,
+                                                    const CollectiveLinks& links, std::string& why) {
+  const std::optional<Basis> found = find_basis(profile, options);
+  if (!found) {
+    why = cat("the profile has no one-GPU measurement of ", offload_spec_name(options.offload, options.offload_ratio),
+              ", ", dtype_name(options.dtype), ", ", optimizer_name(options.optimizer), ", seq ", options.seq,
+              ", checkpointing ", activation_checkpointing_name(options.activation_checkpointing));
+    return std::nullopt;
+  }
+  const ProfiledEntry& b = found->entry;
+  const ProfiledConfiguration& bc = b.configuration;
+  const int world = links.ranks();
+  StepTimePrediction p;
+  p.basis = cat("one GPU, stage ", bc.stage, ", micro-batch ", bc.micro_batch, ", accumulation ", bc.grad_accum,
+                found->estimated_checkpointing ? ", without checkpointing (full checkpointing's recompute estimated)"
+                                               : "");
+
+  // The micro-batches' work, scaled to this configuration's tokens and accumulation.
+  const double scale = double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) /
+                       double(bc.grad_accum);
+  // With offload the host update runs beside the copies and the next forward: the step less the host update is the
+  // rest (copies included); without, the copies are what the step's collectives replace on several GPUs.
+  const bool offload = options.offload != OffloadStrategy::none;
+  const double copies = offload ? 0.0 : b.exposed_copies_ms;
+  const double basis_work = b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - copies;
+  p.compute_ms = std::max(0.0, basis_work) * scale;
+  if (found->estimated_checkpointing) p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) *
+                                                      double(options.grad_accum);
+  p.copies_ms = copies * scale;
+
+  // This rank's share of the updates.
+  const ParameterLayout layout(options.model);
+  const ShardGeometry geometry = shard_geometry(options, 0, world);
+  const double host_share = ParameterStore::host_optimizer_share(layout, geometry);
+  const double trainable = double(layout.trainable_numel());
+  const double rank_share = options.zero.stage >= 1 ? 1.0 / world : 1.0;
+  if (b.gpu_parameters > 0) {
+    p.optimizer_ms = b.gpu_optimizer_ms / b.gpu_parameters * trainable * rank_share * (1 - host_share);
+  }
+  if (b.cpu_parameters > 0 && host_share > 0) {
+    p.cpu_optimizer_ms = b.cpu_optimizer_ms / b.cpu_parameters * trainable * rank_share * host_share *
+                         double(links.gpus_per_node);
+  }
+
+  // The collectives.
+  if (world > 1) {
+    const double bytes = double(dtype_size(options.dtype));
+    const double psi = trainable * bytes, phi = double(layout.total_numel()) * bytes;
+    const double micro = double(options.grad_accum);
+    auto add = [&](CollectiveKind kind, double total) {
+      p.collectives.push_back({kind, total, collective_time(kind, total, links)});
+    };
+    switch (options.zero.stage) {
+      case 0: add(CollectiveKind::all_reduce, psi); break;
+      case 1:
+        add(CollectiveKind::reduce_scatter, psi);
+        add(CollectiveKind::all_gather, psi);
+        break;
+      case 2:
+        add(CollectiveKind::reduce_scatter, psi * micro);
+        add(CollectiveKind::all_gather, psi);
+        break;
+      default: {
+        // Forward and backward gathers, less what the slots keep: the basis's own, where it ran stage 3.
+        auto gathered = b.collective_bytes.find("all_gather");
+        const double per_micro = bc.stage == 3 && gathered != b.collective_bytes.end() && gathered->second > 0
+                                     ? gathered->second / double(bc.grad_accum) / (double(b.gpu_parameters +
+                                                                                          b.cpu_parameters) * bytes)
+                                     : 2.0;
+        add(CollectiveKind::all_gather, phi * per_micro * micro);
+        add(CollectiveKind::reduce_scatter, psi * micro);
+      }
+    }
+    double comm_ms = 0;
+    for (const CollectiveEstimate& c : p.collectives) comm_ms += c.time.ms;
+    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * comm_ms);
+    if (offload) p.collectives_ms = p.copies_ms;  // hidden under the host update
+  } else {
+    p.collectives_ms = p.copies_ms;
+  }
+  p.step_ms = p.compute_ms + p.optimizer_ms + p.cpu_optimizer_ms + p.collectives_ms;
+  return p;
+}
+
+}  // namespace zb

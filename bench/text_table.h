@@ -1,0 +1,12 @@
+// A plain-text table: the first row is the header, a rule of dashes under it, columns padded to their widest cell
+// and separated by " | " (the last column unpadded).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zb {
+
+std::string text_table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace zb

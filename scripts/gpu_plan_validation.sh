@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The measurements the planner is validated against, on 1, 2 and 4 GPUs of one host: for each of CASES
+# (MODEL:BATCH:SEQ:WARMUP:STEPS), a sweep of ZeRO stages 0-3 without offload and stages 1-3 with cpu_optimizer on
+# each of RANKS (default "1 2 4") GPUs. Each sweep writes its records and its profile (the units' times on that many
+# GPUs, the machine's peak rates with the all-reduce bus bandwidth among them) under OUTPUT_DIR/<model>_<n>gpu/; then
+# the profiles of each model are gathered into OUTPUT_DIR/profiles/, and `plan --validate` predicts every record
+# from the one-GPU entries and the host's collective rates, where the plan program is built.
+# Usage: scripts/gpu_plan_validation.sh OUTPUT_DIR [build]   (build: configure and build Release first)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+out=${1:?usage: scripts/gpu_plan_validation.sh OUTPUT_DIR [build]}
+mkdir -p "$out"
+if [[ ${2:-} == build ]]; then
+  targets=(sweep)
+  [[ -f bench/plan_main.cc ]] && targets+=(plan)
+  build_gpu_tree "$out" "${targets[@]}"  # (exits itself on failure)
+fi
+bin=build-gpu/bin
+cases=${CASES:-"gpt2-xl:8:1024:3:8 meta-llama/Llama-2-7b-hf:2:1024:2:6"}
+ranks_list=${RANKS:-"1 2 4"}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for c in $cases; do
+  IFS=: read -r model batch seq warmup steps <<< "$c"
+  label=$(basename "$model")
+  for n in $ranks_list; do
+    dir="$out/${label}_${n}gpu"
+    common=(--models "$model" --batch-sizes "$batch" --seq-lengths "$seq" --warmup-steps "$warmup"
+            --num-steps "$steps" --output-dir "$dir")
+    echo "== $label on $n GPU(s): stages 0-3 none, stages 1-3 cpu_optimizer"
+    mpirun -np "$n" --bind-to none "$bin/sweep" "${common[@]}" --stages 0 1 2 3 --strategies none \
+      > "$dir.none.log" 2>&1 || { echo "sweep failed:"; tail -20 "$dir.none.log"; }
+    mpirun -np "$n" --bind-to none "$bin/sweep" "${common[@]}" --stages 1 2 3 --strategies cpu_optimizer \
+      > "$dir.cpu_optimizer.log" 2>&1 || { echo "sweep failed:"; tail -20 "$dir.cpu_optimizer.log"; }
+    tail -n 14 "$dir.none.log" "$dir.cpu_optimizer.log"
+  done
+  folders=()
+  for n in $ranks_list; do folders+=("$out/${label}_${n}gpu"); done
+  merged=$("$bin/sweep" --gather "${folders[@]}" --output-dir "$out" | tail -1)
+  echo "$merged"
+  profile=${merged##* into }
+  if [[ -x $bin/plan && -f $profile ]]; then
+    "$bin/plan" --profile "$profile" --validate "$out/${label}"_*gpu/sweep_*.json | tee "$out/validation_$label.txt"
+  fi
+done

@@ -1,0 +1,194 @@
+// The planner's models on their own: the collective times (NCCL's ring and tree, bounded by the slower link), the
+// cluster file, and the step-time composition from a profile's one-GPU entries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bench/cluster_spec.h"
+#include "bench/collective_model.h"
+#include "bench/step_time_model.h"
+#include "core/errors.h"
+#include "engine/parameter_store.h"
+#include "models/model_registry.h"
+#include "models/parameter_layout.h"
+
+namespace zb {
+namespace {
+
+TEST(CollectiveModel, RingTimesFollowNcclsBusBandwidth) {
+  CollectiveLinks node{4, 1, 100, 0, 0, 0};  // 100 GB/s bus, no latency
+  const double bytes = 1e9;
+  // all-reduce: 2(n-1)/n of the buffer through each link; reduce-scatter and all-gather (n-1)/n.
+  EXPECT_NEAR(collective_time(CollectiveKind::all_reduce, bytes, node).ms, 1e3 * 2 * 0.75 * bytes / 100e9, 1e-9);
+  EXPECT_NEAR(collective_time(CollectiveKind::all_gather, bytes, node).ms, 1e3 * 0.75 * bytes / 100e9, 1e-9);
+  EXPECT_NEAR(collective_time(CollectiveKind::reduce_scatter, bytes, node).ms, 1e3 * 0.75 * bytes / 100e9, 1e-9);
+  EXPECT_STREQ(collective_time(CollectiveKind::all_gather, bytes, node).link, "intra-node");
+  // Latency: a step of the ring each.
+  node.intra_node_latency_us = 10;
+  EXPECT_NEAR(collective_time(CollectiveKind::all_gather, bytes, node).ms, 1e3 * 0.75 * bytes / 100e9 + 3 * 0.01,
+              1e-9);
+  // One rank: nothing to do.
+  EXPECT_EQ(collective_time(CollectiveKind::all_reduce, bytes, CollectiveLinks{1, 1, 100, 0, 0, 0}).ms, 0);
+}
+
+TEST(CollectiveModel, AcrossNodesTheNetworkBoundsTheRingAndTheTreeWinsSmallBuffers) {
+  const CollectiveLinks cluster{8, 64, 300, 5, 50, 10};  // 512 ranks, 50 GB/s a GPU between nodes
+  const double big = 4e9;
+  const CollectiveTime ring = collective_time(CollectiveKind::all_gather, big, cluster);
+  EXPECT_STREQ(ring.algorithm, "ring");
+  EXPECT_STREQ(ring.link, "inter-node");
+  EXPECT_NEAR(ring.ms, 1e3 * (511.0 / 512 * big / 50e9 + 511 * 10e-6), 1e-9);
+  // On 4 nodes a large all-reduce goes round the ring (about half the tree's bytes a link); on 64 its 2 x 511 steps'
+  // latency tips it to the tree. A small one goes up and down the tree (2 x 7 chain steps and 2 x log2(64) network
+  // hops).
+  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, CollectiveLinks{8, 4, 300, 5, 50, 10}).algorithm, "ring");
+  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, cluster).algorithm, "tree");
+  const CollectiveTime small = collective_time(CollectiveKind::all_reduce, 1e6, cluster);
+  EXPECT_STREQ(small.algorithm, "tree");
+  EXPECT_NEAR(small.ms, 1e3 * (2 * 1e6 / 50e9 + 2 * (7 * 5e-6 + 6 * 10e-6)), 1e-9);
+  // A network faster than the node's bus leaves the node's bus the bound.
+  EXPECT_STREQ(collective_time(CollectiveKind::all_gather, big, CollectiveLinks{8, 2, 300, 5, 400, 10}).link,
+               "intra-node");
+}
+
+TEST(ClusterSpec, ReadsEveryFigureAndRefusesWhatItDoesNotKnow) {
+  const ClusterSpec c = parse_cluster_spec(
+      nlohmann::json::parse(R"({"gpu": "NVIDIA H100 80GB HBM3", "gpus_per_node": 8, "nodes": 4, "gpu_memory_gb": 80,
+          "inter_node_gbps": 50, "inter_node_latency_us": 8, "host_memory_gb": 2000})"),
+      "test");
+  EXPECT_EQ(c.gpus(), 32);
+  EXPECT_EQ(*c.inter_node_gbps, 50);
+  EXPECT_NO_THROW(check_plannable(c));
+  EXPECT_THROW(parse_cluster_spec(nlohmann::json::parse(R"({"gpus": 8})"), "test"), UsageError);
+  EXPECT_THROW(parse_cluster_spec(nlohmann::json::parse(R"({"nodes": 0})"), "test"), UsageError);
+  EXPECT_THROW(parse_cluster_spec(nlohmann::json::parse(R"({"inter_node_gbps": -1})"), "test"), UsageError);
+  EXPECT_THROW(parse_cluster_spec(nlohmann::json::parse(R"({"gpu_memory_gb": "80"})"), "test"), UsageError);
+  // Several nodes need the network between them.
+  ClusterSpec no_network = c;
+  no_network.inter_node_gbps.reset();
+  try {
+    check_plannable(no_network);
+    FAIL() << "planned 4 nodes without the network";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--inter-node-gbps"), std::string::npos) << e.what();
+  }
+  // The flags win over the file.
+  ClusterSpec flags;
+  flags.nodes = 2;
+  flags.inter_node_gbps = 25;
+  const ClusterSpec merged = merge(c, flags);
+  EXPECT_EQ(merged.nodes, 2);
+  EXPECT_EQ(merged.gpus_per_node, 8);
+  EXPECT_EQ(*merged.inter_node_gbps, 25);
+}
+
+// A profile of gpt2-tiny with one-GPU entries of stages 0 and 3 (no offload) and stage 1 with cpu_optimizer.
+PlanProfile tiny_profile() {
+  PlanProfile p;
+  p.model = "gpt2-tiny";
+  const double params = double(ParameterLayout(resolve_model("gpt2-tiny")).trainable_numel());
+  auto entry = [&](int stage, const std::string& strategy, int64_t micro, double step, double gpu_ms, double cpu_ms,
+                   double copies) {
+    ProfiledEntry e;
+    e.configuration = {micro, 64, 1, 1, stage, strategy, "fp32", "adamw", "none", 0};
+    e.step_ms = step;
+    e.forward_ms = 0.3 * (step - gpu_ms - cpu_ms);
+    e.gpu_optimizer_ms = gpu_ms;
+    e.cpu_optimizer_ms = cpu_ms;
+    (strategy == "none" ? e.gpu_parameters : e.cpu_parameters) = params;
+    e.exposed_copies_ms = copies;
+    if (stage == 3) e.collective_bytes["all_gather"] = 1.5 * params * 4;  // backward regathers half
+    return e;
+  };
+  p.entries = {entry(0, "none", 4, 100, 10, 0, 0), entry(3, "none", 4, 110, 10, 0, 6),
+               entry(1, "cpu_optimizer", 4, 300, 0, 250, 40)};
+  ProfiledMachine node;
+  node.world_size = 2;
+  node.collective_bus_gbps = 0.001;  // 1 MB/s: collectives dominate
+  p.machines = {node};
+  return p;
+}
+
+TrainingOptions tiny_options(int stage, OffloadStrategy offload = OffloadStrategy::none) {
+  TrainingOptions o;
+  o.model = resolve_model("gpt2-tiny");
+  o.batch = 4;
+  o.seq = 64;
+  o.zero.stage = stage;
+  o.offload = offload;
+  return o;
+}
+
+TEST(StepTimeModel, OneGpuGivesItsBasisBack) {
+  const PlanProfile profile = tiny_profile();
+  std::string why;
+  const CollectiveLinks one{1, 1, 0, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(0), one, why)->step_ms, 100);
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(3), one, why)->step_ms, 110);
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), one, why)->step_ms, 300);
+  // Stage 2 has no entry of its own: the nearest stage measured (3) is its basis; stage 1's is the nearer of two as near.
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(2), one, why)->step_ms, 110);
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(1), one, why)->step_ms, 100);
+}
+
+TEST(StepTimeModel, ScalesWithTokensAndAddsTheStagesCollectives) {
+  const PlanProfile profile = tiny_profile();
+  std::string why;
+  const CollectiveLinks one{1, 1, 0, 0, 0, 0};
+  TrainingOptions o = tiny_options(0);
+  o.batch = 8;
+  o.grad_accum = 3;
+  // Compute doubles with the micro-batch and triples with accumulation; the update does not.
+  EXPECT_DOUBLE_EQ(predict_step_time(profile, o, one, why)->step_ms, 90 * 2 * 3 + 10);
+  // Two GPUs at 1 MB/s: stage 0 all-reduces the trained weights once, 2(n-1)/n of them through each link.
+  const CollectiveLinks two{2, 1, 0.001, 0, 0, 0};
+  const double psi = double(ParameterLayout(o.model).trainable_numel()) * 4;
+  const StepTimePrediction p0 = *predict_step_time(profile, tiny_options(0), two, why);
+  ASSERT_EQ(p0.collectives.size(), 1u);
+  EXPECT_EQ(p0.collectives[0].kind, CollectiveKind::all_reduce);
+  EXPECT_DOUBLE_EQ(p0.collectives[0].bytes, psi);
+  EXPECT_NEAR(p0.step_ms, 90 + 10 + kCollectiveContention * 1e3 * psi / 1e6, 1e-6);
+  // Stage 3: gathers as the basis measured (1.5 x the weights a micro-batch), reduce-scatter of the gradients, and
+  // the update of half the parameters; the one-GPU copies are what the collectives replace.
+  const StepTimePrediction p3 = *predict_step_time(profile, tiny_options(3), two, why);
+  ASSERT_EQ(p3.collectives.size(), 2u);
+  EXPECT_NEAR(p3.collectives[0].bytes, 1.5 * psi, 1e-6 * psi);
+  EXPECT_DOUBLE_EQ(p3.collectives[1].bytes, psi);
+  EXPECT_DOUBLE_EQ(p3.optimizer_ms, 5);
+  EXPECT_NEAR(p3.step_ms, (110 - 10 - 6) + 5 + kCollectiveContention * 1e3 * (0.5 * 2.5 * psi) / 1e6, 1e-6);
+}
+
+TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
+  const PlanProfile profile = tiny_profile();
+  std::string why;
+  // Two ranks on one host update half the parameters each, at half the rate one rank had.
+  const StepTimePrediction p =
+      *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
+  EXPECT_DOUBLE_EQ(p.cpu_optimizer_ms, 250);
+  EXPECT_DOUBLE_EQ(p.step_ms, 300);
+  // On two hosts of one GPU each, each host updates half.
+  const StepTimePrediction apart =
+      *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{1, 2, 1, 0, 1, 0}, why);
+  EXPECT_DOUBLE_EQ(apart.cpu_optimizer_ms, 125);
+}
+
+TEST(StepTimeModel, SaysWhatTheProfileLacks) {
+  const PlanProfile profile = tiny_profile();
+  std::string why;
+  TrainingOptions o = tiny_options(0);
+  o.seq = 128;
+  EXPECT_FALSE(predict_step_time(profile, o, CollectiveLinks{}, why));
+  EXPECT_NE(why.find("seq 128"), std::string::npos) << why;
+  o = tiny_options(3, OffloadStrategy::cpu_full);
+  EXPECT_FALSE(predict_step_time(profile, o, CollectiveLinks{}, why));
+  EXPECT_NE(why.find("cpu_full"), std::string::npos) << why;
+  // Full checkpointing is estimated from a run without: one more forward a micro-batch.
+  o = tiny_options(0);
+  o.activation_checkpointing = ActivationCheckpointing::full;
+  const StepTimePrediction full = *predict_step_time(profile, o, CollectiveLinks{}, why);
+  EXPECT_DOUBLE_EQ(full.step_ms, 100 + 0.3 * 90);
+  EXPECT_NE(full.basis.find("estimated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zb

@@ -1,0 +1,174 @@
+// `plan` end to end on the CPU backend: a profile gathered from sweeps of gpt2-tiny on one rank and on two, then
+// --validate against those sweeps' records (the memory predicted to the byte: the engine's own plan), a plan for a
+// node of two, and the bad input that must exit 2 before any work.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench/deepspeed_config.h"
+#include "engine/memory_plan.h"
+#include "models/model_registry.h"
+#include "support/program_outputs.h"
+#include "support/run_program.h"
+#include "support/temp_dir.h"
+
+namespace zb::test {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+const std::string kSweep =
+    "--device cpu --models gpt2-tiny --batch-sizes 2 --seq-lengths 32 --warmup-steps 0 --num-steps 4 ";
+
+// The sweeps and the gathered profile, made once for the suite.
+class PlanProgram : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // (No test is running yet, so not a TempDir, which names its folder after the test.)
+    dir_ = new fs::path(fs::temp_directory_path() / ("zb_plan_program_" + std::to_string(::getpid())));
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    const ProgramResult one = run_program(
+        "sweep", kSweep + "--stages 0 3 --strategies none --output-dir " + ((*dir_) / "one").string());
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const ProgramResult offload = run_program(
+        "sweep", kSweep + "--stages 1 --strategies cpu_optimizer --output-dir " + ((*dir_) / "one").string());
+    ASSERT_EQ(offload.exit_code, 0) << offload.output;
+    const ProgramResult two = run_job(
+        "sweep", kSweep + "--stages 0 1 2 3 --strategies none cpu_optimizer --output-dir " +
+                     ((*dir_) / "two").string());
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    const ProgramResult gathered =
+        run_program("sweep", "--gather " + ((*dir_) / "one").string() + " " + ((*dir_) / "two").string() +
+                                 " --output-dir " + ((*dir_) / "gathered").string());
+    ASSERT_EQ(gathered.exit_code, 0) << gathered.output;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // plan of global batch 8 on a node of two (the profile's all-reduce rate) with `flags`, its files in `out`.
+  static ProgramResult plan_node(const TempDir& out, const std::string& flags) {
+    return run_program("plan", "--profile " + profile() + " --gpus-per-node 2 --global-batch-size 8 " + flags +
+                                   " --output-dir " + out.path().string());
+  }
+  static std::string profile() { return ((*dir_) / "gathered/profiles/gpt2-tiny/CPU/profile.json").string(); }
+  static std::string records() {
+    std::string files;
+    for (const char* run : {"one", "two"})
+      for (const auto& entry : fs::directory_iterator((*dir_) / run))
+        if (entry.path().extension() == ".json" && entry.path().filename().string().rfind("sweep_", 0) == 0)
+          files += " " + entry.path().string();
+    return files;
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* PlanProgram::dir_ = nullptr;
+
+TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
+  const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + records());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 3 one-rank configurations and 8 on two ranks (stages 0-3 x none and cpu_optimizer), each a row.
+  EXPECT_NE(r.output.find("11 configuration(s) predicted"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 GPUs, stage 3, cpu_optimizer, micro-batch 2 x 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("peak memory: median error 0.00%, worst 0.00%; 0 configuration(s) that ran out of memory "
+                          "called fitting"),
+            std::string::npos)
+      << r.output;
+  // One rank's step is its own basis: predicted as measured.
+  EXPECT_NE(r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1"), std::string::npos);
+  EXPECT_NE(r.output.find("step time: median error"), std::string::npos);
+}
+
+TEST_F(PlanProgram, PlansANodeAndWritesEveryConfigurationAndTheBestAsADeepSpeedConfig) {
+  TempDir out;
+  const ProgramResult r = plan_node(out, "--gpu-memory-gb 1 --min-headroom-gb 0.5 --gpu-hour-usd 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("plan: gpt2-tiny on 1 x 2 CPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("best: "), std::string::npos) << r.output;
+  const Json doc = read_json(only_file(out.path(), "plan_", ".json"));
+  const Json& plans = doc.at("plans");
+  // Micro-batches 1, 2 and 4 (accumulation 4, 2, 1) x checkpointing none and full x stages 0-3 with none, stages
+  // 1-3 with cpu_optimizer: 3 x 2 x 7.
+  EXPECT_EQ(plans.size(), 42u);
+  const Json& best = plans.at(0);
+  EXPECT_TRUE(best.at("fits").get<bool>());
+  for (const Json& p : plans) {
+    if (!p.contains("tokens_per_sec") || !p.at("fits").get<bool>()) continue;
+    EXPECT_LE(p.at("tokens_per_sec").get<double>(), best.at("tokens_per_sec").get<double>()) << p.dump();
+  }
+  // The best's memory is the engine's plan of it on two ranks (the CPU backend keeps no workspace of its own).
+  TrainingOptions o;
+  o.model = resolve_model("gpt2-tiny");
+  o.batch = best.at("micro_batch").get<int64_t>();
+  o.grad_accum = best.at("grad_accum").get<int64_t>();
+  o.seq = 32;
+  o.zero.stage = best.at("stage").get<int>();
+  o.offload = parse_offload_strategy(best.at("strategy").get<std::string>());
+  o.activation_checkpointing =
+      parse_activation_checkpointing(best.at("activation_checkpointing").get<std::string>());
+  EXPECT_DOUBLE_EQ(best.at("gpu_memory_gb").at("engine_peak").get<double>(), double(plan_memory(o, 0, 2).peak) / 1e9);
+  EXPECT_GT(best.at("cost_per_1000_samples_usd").get<double>(), 0);
+  // The CSV has a row a plan; the DeepSpeed config is the best's, and DeepSpeed's reader takes it.
+  const std::string csv = read_text(only_file(out.path(), "plan_", ".csv"));
+  EXPECT_EQ(size_t(std::count(csv.begin(), csv.end(), '\n')), plans.size() + 1);
+  const DeepSpeedConfig ds = read_deepspeed_config(only_file(out.path(), "ds_config_planned_", ".json").string());
+  EXPECT_EQ(*ds.stage, best.at("stage").get<int>());
+  EXPECT_EQ(*ds.micro_batch, o.batch);
+  EXPECT_EQ(*ds.grad_accum, o.grad_accum);
+}
+
+TEST_F(PlanProgram, SaysWhyNothingFitsOnATinyGpu) {
+  TempDir out;
+  const ProgramResult r = plan_node(out, "--gpu-memory-gb 0.001 --min-headroom-gb 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no configuration fits"), std::string::npos) << r.output;
+  const Json doc = read_json(only_file(out.path(), "plan_", ".json"));
+  EXPECT_NE(doc.at("plans").at(0).at("why_not").get<std::string>().find("of the GPU's 1.00 MB"), std::string::npos);
+  for (const auto& entry : fs::directory_iterator(out.path()))
+    EXPECT_EQ(entry.path().filename().string().rfind("ds_config", 0), std::string::npos) << entry.path();
+}
+
+struct BadPlan {
+  std::string arguments, expected;
+};
+
+class PlanBadInput : public PlanProgram, public ::testing::WithParamInterface<BadPlan> {};
+
+TEST_P(PlanBadInput, ExitsTwoNamingTheFlag) {
+  TempDir out;
+  std::string arguments = GetParam().arguments;
+  for (std::string token : {std::string("PROFILE"), std::string("OUT")}) {
+    const size_t at = arguments.find(token);
+    if (at != std::string::npos) arguments.replace(at, token.size(), token == "PROFILE" ? profile() : out.path().string());
+  }
+  const ProgramResult r = run_program("plan", arguments);
+  EXPECT_EQ(r.exit_code, 2) << arguments << "\n" << r.output;
+  EXPECT_NE(r.output.find(GetParam().expected), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, PlanBadInput,
+    ::testing::Values(
+        BadPlan{"--gpus-per-node 2 --global-batch-size 8", "--profile is required"},
+        BadPlan{"--profile /nonexistent/profile.json --gpus-per-node 2 --global-batch-size 8", "cannot be read"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --nodes 4 --global-batch-size 64 --gpu-memory-gb 1",
+                "--inter-node-gbps and --inter-node-latency-us"},
+        BadPlan{"--profile PROFILE --global-batch-size 8 --gpu-memory-gb 1", "--gpus-per-node"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 0 --gpu-memory-gb 1", "--global-batch-size"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 7 --gpu-memory-gb 1", "does not divide"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8", "--gpu-memory-gb"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --seq-length 4096",
+                "--seq-length"},
+        BadPlan{"--profile PROFILE --validate /nonexistent.json", "--validate /nonexistent.json: cannot be read"},
+        BadPlan{"--profile PROFILE --cluster /nonexistent.json --global-batch-size 8", "--cluster /nonexistent.json"}));
+
+}  // namespace
+}  // namespace zb::test
