@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "core/cuda_memory.h"
 #include "core/strings.h"
 #include "offload/aio_file.h"
+#include "offload/cpu_optimizer.h"
 
 namespace zb {
 
@@ -32,6 +34,7 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 constexpr int kLinkWarmups = 1, kLinkRepeats = 5;
 constexpr int kAllReduceWarmups = 2, kAllReduceRepeats = 5;  // the first collectives set up NCCL's connections
 constexpr int kNvmeWarmups = 1, kNvmeRepeats = 3;
+constexpr int kOptimizerWarmups = 1, kOptimizerRepeats = 3;
 
 // What this rank learned of one rate: its value (in the PeakRates field's unit), or why it has none. Which rates
 // are attempted depends only on what the ranks share (the backend's kind, the world's size, the folder), so every
@@ -223,6 +226,42 @@ std::optional<bool> measure_nvme(Communicator& comm, const std::string& folder, 
   return direct;
 }
 
+// The CPU optimizer's update of `elements` parameters on this rank's own arrays with `threads` threads, in place as
+// the offload updates (the weights written over the gradients), timed on the host's clock.
+void measure_host_optimizer(Communicator& comm, int64_t elements, int threads, Reading& rate) {
+  bool ready = false;
+  TrackingAllocator host_allocator(std::make_unique<HostMemory>());
+  Buffer master, m, v, grad;
+  try {
+    master = host_allocator.allocate(Shape{elements}, DType::f32, MemoryPool::workspace);
+    m = host_allocator.allocate(Shape{elements}, DType::f32, MemoryPool::workspace);
+    v = host_allocator.allocate(Shape{elements}, DType::f32, MemoryPool::workspace);
+    grad = host_allocator.allocate(Shape{elements}, DType::bf16, MemoryPool::workspace);
+    // Every page touched before timing; moments of zero, weights of 0.02 and gradients of 1e-3 (bf16 bits).
+    std::memset(m.data(), 0, m.bytes());
+    std::memset(v.data(), 0, v.bytes());
+    std::fill_n(static_cast<float*>(master.data()), elements, 0.02f);
+    std::fill_n(static_cast<uint16_t*>(grad.data()), elements, uint16_t(0x3a83));
+    ready = true;
+  } catch (const std::exception& e) {
+    rate.why = one_line(e.what());
+  }
+  const CpuOptimizerShard shard{static_cast<float*>(master.data()), grad.data(), static_cast<float*>(m.data()),
+                                static_cast<float*>(v.data()), grad.data(), elements, DType::bf16};
+  OptimizerParams params;
+  const auto seconds = best_seconds(comm, kOptimizerWarmups, kOptimizerRepeats, ready, rate.why, [&] {
+    ++params.step;
+    // On a thread of its own, as the offload's update runs: its thread count is that thread's alone.
+    return host_seconds([&] {
+      std::async(std::launch::async, [&] {
+        use_optimizer_threads(threads);
+        cpu_optimizer_step(shard, params);
+      }).get();
+    });
+  });
+  if (seconds) set_rate(rate, double(elements) / *seconds / 1e9);
+}
+
 // Every reading made the slowest rank's, the same bits on every rank. Rank k's value alone is non-zero in slot k
 // of a host sum (adding zeros keeps its bits); a rank without one puts -1 there where it failed itself and 0
 // where it only went without because another rank failed. A rate any rank lacks is absent everywhere. One host
@@ -271,19 +310,21 @@ std::vector<std::string> failure_notes(const std::vector<Reading*>& readings, in
 }  // namespace
 
 PeakRates measure_peak_rates(Backend& backend, TrackingAllocator& device_allocator, Communicator& comm, DType dtype,
-                             const std::string& nvme_folder) {
+                             const std::string& nvme_folder, int ranks_per_host) {
   PeakRates rates;
   rates.world_size = comm.size();
+  rates.ranks_per_host = ranks_per_host;
   const bool gpu = backend.device().is_cuda();
   // Large enough on a GPU machine that fixed costs vanish; small on the CPU backend, which tests run.
   const int64_t link_bytes = 256 * kMiB;
   const int64_t all_reduce_bytes = (gpu ? 256 : 16) * kMiB;
   const int64_t nvme_bytes = (gpu ? 1024 : 64) * kMiB;
+  const int64_t optimizer_elements = (gpu ? 64 : 4) * kMiB;
   // The run's dtype where the communicator carries it.
   const DType reduced = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f64 ? dtype : DType::f32;
 
   Reading gemm{"GEMM"}, memory{"device copy"}, to_device{"host-to-device copy"}, to_host{"device-to-host copy"},
-      bus{"all-reduce"}, nvme_write{"NVMe write"}, nvme_read{"NVMe read"};
+      bus{"all-reduce"}, nvme_write{"NVMe write"}, nvme_read{"NVMe read"}, host_optimizer{"CPU optimizer"};
   std::vector<Reading*> attempted;
   std::vector<std::string> how;
   // Every rank takes the same branches (see Reading), so the collectives inside line up.
@@ -305,6 +346,12 @@ PeakRates measure_peak_rates(Backend& backend, TrackingAllocator& device_allocat
   } else {
     how.push_back("all-reduce: none with one rank");
   }
+  const int threads = optimizer_threads_beside_training(ranks_per_host);
+  measure_host_optimizer(comm, optimizer_elements, threads, host_optimizer);
+  how.push_back(cat("CPU optimizer: AdamW over ", optimizer_elements / kMiB, "Mi parameters a rank (fp32 state, bf16 "
+                    "gradients and weights), ", threads, " thread(s) a rank, every rank at once: best of ",
+                    kOptimizerRepeats, " after ", kOptimizerWarmups, ", steady_clock"));
+  attempted.push_back(&host_optimizer);
   if (!nvme_folder.empty()) {
     const std::optional<bool> direct = measure_nvme(comm, nvme_folder, nvme_bytes, nvme_write, nvme_read);
     const AioConfig aio;
@@ -339,6 +386,7 @@ PeakRates measure_peak_rates(Backend& backend, TrackingAllocator& device_allocat
   rates.collective_bus_gbps = bus.value;
   rates.nvme_write_gbps = nvme_write.value;
   rates.nvme_read_gbps = nvme_read.value;
+  rates.host_optimizer_gparams_per_s = host_optimizer.value;
   rates.how = join(how, "; ");
   device_allocator.reset_peaks();  // the programs' peaks are their training's
   return rates;
@@ -357,6 +405,8 @@ nlohmann::ordered_json to_json(const PeakRates& rates) {
   j["world_size"] = rates.world_size;
   j["nvme_read_gbps"] = rate(rates.nvme_read_gbps);
   j["nvme_write_gbps"] = rate(rates.nvme_write_gbps);
+  j["host_optimizer_gparams_per_s"] = rate(rates.host_optimizer_gparams_per_s);
+  j["ranks_per_host"] = rates.ranks_per_host;
   j["how"] = rates.how;
   return j;
 }

@@ -28,6 +28,12 @@ struct PeakRates {
   int world_size = 1;
   std::optional<double> nvme_read_gbps, nvme_write_gbps;  // O_DIRECT through the project's AioFile, where a
                                                           // folder is given
+  // The offload's CPU optimizer (AdamW, fp32 master and moments, the run's 16-bit gradients in and weights out in
+  // place), 1e9 parameters a second on each rank, every rank of the host updating at once with the threads it
+  // trains with (optimizer_threads_beside_training of ranks_per_host): the host's memory is shared, so a rank's
+  // rate falls as ranks are added, which a planner needs to know.
+  std::optional<double> host_optimizer_gparams_per_s;
+  int ranks_per_host = 1;
   std::string how;                            // one line: sizes and repeats of each measurement
 };
 
@@ -45,7 +51,7 @@ struct PeakRates {
 // files written are released or removed before it returns; the allocator's peaks are reset, as
 // measure_device_ceilings does, so that they remain the training's.
 PeakRates measure_peak_rates(Backend& backend, TrackingAllocator& device_allocator, Communicator& comm, DType dtype,
-                             const std::string& nvme_folder /* empty: none */);
+                             const std::string& nvme_folder /* empty: none */, int ranks_per_host = 1);
 
 // Every field under its own name, in the struct's order; null for an absent rate.
 nlohmann::ordered_json to_json(const PeakRates& rates);

@@ -68,6 +68,14 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
   return best;
 }
 
+std::optional<double> PlanProfile::host_optimizer_rate(int ranks) const {
+  std::optional<double> best;
+  for (const ProfiledMachine& m : machines)
+    if (m.ranks_per_host == ranks && m.host_optimizer_gparams_per_s)
+      best = std::max(best.value_or(0), *m.host_optimizer_gparams_per_s);
+  return best;
+}
+
 std::optional<double> PlanProfile::gpu_capacity_gb() const {
   std::optional<double> most;
   for (const ProfiledEntry& e : entries)
@@ -97,6 +105,8 @@ PlanProfile parse_plan_profile(const Json& json, const std::string& source) {
       machine.device_to_host_gbps = optional_number(rates, "device_to_host_gbps");
       machine.nvme_read_gbps = optional_number(rates, "nvme_read_gbps");
       machine.nvme_write_gbps = optional_number(rates, "nvme_write_gbps");
+      machine.host_optimizer_gparams_per_s = optional_number(rates, "host_optimizer_gparams_per_s");
+      machine.ranks_per_host = rates.value("ranks_per_host", machine.world_size);
       p.machines.push_back(machine);
     }
     return p;

@@ -36,6 +36,8 @@ struct ProfiledMachine {
   int world_size = 1;
   std::optional<double> collective_bus_gbps, host_to_device_gbps, device_to_host_gbps;
   std::optional<double> nvme_read_gbps, nvme_write_gbps;
+  std::optional<double> host_optimizer_gparams_per_s;  // a rank's, with ranks_per_host updating at once
+  int ranks_per_host = 1;
 };
 
 struct PlanProfile {
@@ -46,6 +48,9 @@ struct PlanProfile {
   // The all-reduce bus bandwidth measured among `ranks` GPUs of one host (the best of the machines that measured
   // it at that size), or none.
   std::optional<double> bus_gbps(int ranks) const;
+  // A rank's CPU optimizer rate with `ranks` ranks of a host updating at once (the best of the machines that
+  // measured it so), or none.
+  std::optional<double> host_optimizer_rate(int ranks) const;
   // The largest GPU memory any entry recorded.
   std::optional<double> gpu_capacity_gb() const;
 };

@@ -107,8 +107,16 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     p.optimizer_ms = b.gpu_optimizer_ms / b.gpu_parameters * trainable * rank_share * (1 - host_share);
   }
   if (b.cpu_parameters > 0 && host_share > 0) {
-    p.cpu_optimizer_ms = b.cpu_optimizer_ms / b.cpu_parameters * trainable * rank_share * host_share *
-                         double(links.gpus_per_node);
+    // The ranks of a host share its memory: a rank's rate with all of them updating, against one rank's, where the
+    // profile measured both; else one rank's rate shared among them (the update is bound by the host's memory).
+    const std::optional<double> alone = profile.host_optimizer_rate(1),
+                                shared = profile.host_optimizer_rate(links.gpus_per_node);
+    const double slowdown = alone && shared ? *alone / *shared : double(links.gpus_per_node);
+    p.cpu_optimizer_ms = b.cpu_optimizer_ms / b.cpu_parameters * trainable * rank_share * host_share * slowdown;
+    if (!(alone && shared) && links.gpus_per_node > 1) {
+      p.basis += cat("; the host's CPU optimizer rate with ", links.gpus_per_node,
+                     " ranks not measured: one rank's, shared");
+    }
   }
 
   // The collectives.

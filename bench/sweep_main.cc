@@ -152,7 +152,7 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
 
   // The machine's peak rates, once, for the profiles (every rank measures its part).
   const PeakRates rates = measure_peak_rates(runner.backend(), runner.device_allocator(), runner.communicator(),
-                                             plan.configurations.front().dtype, plan.nvme_path);
+                                             plan.configurations.front().dtype, plan.nvme_path, world.local_size());
   // The results' name, claimed before any configuration; a failure there ends every rank (bad output folder).
   std::string base, base_problem;
   if (printer) {

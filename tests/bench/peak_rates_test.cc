@@ -54,10 +54,15 @@ void expect_no_device_rates(const PeakRates& r) {
   EXPECT_FALSE(r.device_to_host_gbps);
 }
 
-TEST(PeakRates, CpuBackendWithoutFolderMeasuresNothing) {
+TEST(PeakRates, CpuBackendWithoutFolderMeasuresOnlyTheCpuOptimizer) {
   OneRank rank;
   const PeakRates r = rank.measure("");
   expect_no_device_rates(r);
+  // The host's own rate: AdamW over 4Mi parameters, a few hundred million a second or more on any CPU.
+  EXPECT_TRUE(positive_and_finite(r.host_optimizer_gparams_per_s)) << r.how;
+  EXPECT_GT(*r.host_optimizer_gparams_per_s, 0.01) << r.how;
+  EXPECT_EQ(r.ranks_per_host, 1);
+  EXPECT_TRUE(contains(r.how, "CPU optimizer: AdamW over 4Mi parameters a rank")) << r.how;
   EXPECT_FALSE(r.collective_bus_gbps);
   EXPECT_EQ(r.world_size, 1);
   EXPECT_FALSE(r.nvme_read_gbps);
@@ -122,19 +127,21 @@ TEST(PeakRates, JsonHasEveryFieldNullWhereAbsent) {
   for (const auto& item : j.items()) keys.push_back(item.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"gemm_tflops", "memory_gbps", "host_to_device_gbps",
                                             "device_to_host_gbps", "collective_bus_gbps", "world_size",
-                                            "nvme_read_gbps", "nvme_write_gbps", "how"}));
+                                            "nvme_read_gbps", "nvme_write_gbps", "host_optimizer_gparams_per_s",
+                                            "ranks_per_host", "how"}));
   EXPECT_EQ(j["gemm_tflops"], 700.5);
   EXPECT_EQ(j["nvme_read_gbps"], 6.25);
   EXPECT_EQ(j["world_size"], 4);
   EXPECT_EQ(j["how"], "how");
   for (const char* absent :
-       {"memory_gbps", "host_to_device_gbps", "device_to_host_gbps", "collective_bus_gbps", "nvme_write_gbps"})
+       {"memory_gbps", "host_to_device_gbps", "device_to_host_gbps", "collective_bus_gbps", "nvme_write_gbps",
+        "host_optimizer_gparams_per_s"})
     EXPECT_TRUE(j[absent].is_null()) << absent;
 
   // And a measurement's, through a JSON round trip.
   OneRank rank;
   const nlohmann::ordered_json measured = nlohmann::ordered_json::parse(to_json(rank.measure("")).dump());
-  EXPECT_EQ(measured.size(), 9u);
+  EXPECT_EQ(measured.size(), 11u);
   EXPECT_TRUE(measured["gemm_tflops"].is_null());
   EXPECT_TRUE(measured["nvme_read_gbps"].is_null());
   EXPECT_EQ(measured["world_size"], 1);

@@ -170,6 +170,17 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const StepTimePrediction apart =
       *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{1, 2, 1, 0, 1, 0}, why);
   EXPECT_DOUBLE_EQ(apart.cpu_optimizer_ms, 125);
+  // Where the host measured a rank's rate alone (2e9 a second) and with two ranks at once (1.5e9 each), a rank's
+  // half takes 2 / 1.5 of its share of one rank's time.
+  PlanProfile measured = profile;
+  ProfiledMachine alone, shared;
+  alone.host_optimizer_gparams_per_s = 2.0;
+  shared.world_size = shared.ranks_per_host = 2;
+  shared.host_optimizer_gparams_per_s = 1.5;
+  measured.machines.insert(measured.machines.end(), {alone, shared});
+  const StepTimePrediction rated =
+      *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
+  EXPECT_NEAR(rated.cpu_optimizer_ms, 125 * 2 / 1.5, 1e-9);
 }
 
 TEST(StepTimeModel, SaysWhatTheProfileLacks) {
