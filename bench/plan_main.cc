@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
 struct PlanFlags {
-  std::string profile, cluster_file, output_dir = "plans";
+  std::string profile, model, cluster_file, output_dir = "plans";
   zb::ClusterSpec cluster;  // the flags' figures (unset where not given)
   int64_t global_batch = 0, seq = 0;
   double gpu_hour_usd = 0, min_headroom_gb = 1.0;
@@ -47,6 +47,9 @@ void add_figure(po::options_description_easy_init& add, const char* name, std::o
 void add_plan_flags(po::options_description& options, PlanFlags& f) {
   auto add = options.add_options();
   add("profile", po::value(&f.profile), "a model's profile.json, as sweep writes it (required)");
+  add("model", po::value(&f.model),
+      "the model to plan (default: the profile's); another of its family (Llama-2-70b from Llama-2-7b's profile) has "
+      "its compute scaled by the work a token");
   add("gpus-per-node", po::value(&f.cluster.gpus_per_node), "GPUs in each node");
   add("nodes", po::value(&f.cluster.nodes), "nodes (default 1)");
   add("global-batch-size", po::value(&f.global_batch), "samples an optimizer step, over every GPU");
@@ -227,6 +230,14 @@ int plan(const PlanFlags& f) {
   if (f.gpu_hour_usd > 0) settings.gpu_hour_usd = f.gpu_hour_usd;
   zb::TrainingOptions& base = settings.base;
   base.model = zb::resolve_model(profile.model);
+  if (!f.model.empty()) {
+    const zb::TransformerConfig asked = zb::resolve_model(f.model);
+    if (asked.norm != base.model.norm || asked.position != base.model.position || asked.mlp != base.model.mlp) {
+      throw zb::UsageError(zb::cat("--model ", f.model, " is not of ", profile.model,
+                                   "'s family (its norm, positions or MLP differ): profile it, or a model of its family"));
+    }
+    base.model = asked;
+  }
   const std::string seq = most_common(profile, [](const auto& c) { return std::to_string(c.seq_length); });
   base.seq = f.seq > 0 ? f.seq : seq.empty() ? 0 : std::stoll(seq);
   if (base.seq < 1 || base.seq > base.model.max_seq_len) {
@@ -237,7 +248,7 @@ int plan(const PlanFlags& f) {
 
   const std::vector<zb::PlannedConfiguration> plans = zb::search_plans(profile, settings);
   std::printf("plan: %s on %d x %d %s (%.0f GB each), global batch %lld x seq %lld, %s %s | %zu configuration(s)\n",
-              profile.model.c_str(), cluster.node_count(), cluster.gpus_per_node, profile.gpu.c_str(),
+              base.model.name.c_str(), cluster.node_count(), cluster.gpus_per_node, profile.gpu.c_str(),
               *cluster.gpu_memory_gb, (long long)f.global_batch, (long long)base.seq,
               std::string(zb::dtype_name(base.dtype)).c_str(), zb::optimizer_name(base.optimizer).c_str(),
               plans.size());
@@ -256,7 +267,8 @@ int plan(const PlanFlags& f) {
   std::vector<Json> all;
   for (const zb::PlannedConfiguration& p : plans) all.push_back(plan_json(p, cluster));
   const std::string base_path = zb::reserve_comparison_base(f.output_dir, "plan");
-  Json document{{"model", profile.model},
+  Json document{{"model", base.model.name},
+                {"profiled_model", profile.model},
                 {"gpu", profile.gpu},
                 {"profile", f.profile},
                 {"profile_code_version", profile.code_version},

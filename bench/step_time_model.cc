@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/strings.h"
 #include "engine/parameter_store.h"
+#include "models/model_registry.h"
 #include "models/parameter_layout.h"
 
 namespace zb {
@@ -84,18 +85,30 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
                 found->estimated_checkpointing ? ", without checkpointing (full checkpointing's recompute estimated)"
                                                : "");
 
-  // The micro-batches' work, scaled to this configuration's tokens and accumulation.
+  // The micro-batches' work, scaled to this configuration's tokens and accumulation, and for another model of the
+  // profile's family to its work a token.
+  const TransformerConfig profiled = resolve_model(profile.model);
+  const double model_work = training_flops_per_token(options.model, options.seq) /
+                            training_flops_per_token(profiled, options.seq);
   const double scale = double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) /
-                       double(bc.grad_accum);
+                       double(bc.grad_accum) * model_work;
+  if (options.model.name != profile.model) {
+    p.basis += cat("; scaled from ", profile.model, " by the work a token (x", model_work, ")");
+  }
   // With offload the host update runs beside the copies and the next forward: the step less the host update is the
   // rest (copies included); without, the copies are what the step's collectives replace on several GPUs.
   const bool offload = options.offload != OffloadStrategy::none;
   const double copies = offload ? 0.0 : b.exposed_copies_ms;
   const double basis_work = b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - copies;
   p.compute_ms = std::max(0.0, basis_work) * scale;
-  if (found->estimated_checkpointing) p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) *
-                                                      double(options.grad_accum);
-  p.copies_ms = copies * scale;
+  if (found->estimated_checkpointing) {
+    p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) *
+                    model_work;
+  }
+  // The one-GPU copies move the weights and gradients: they grow with the parameters.
+  const ParameterLayout profiled_layout(profiled);
+  p.copies_ms = copies * scale / model_work * double(ParameterLayout(options.model).total_numel()) /
+                double(profiled_layout.total_numel());
 
   // This rank's share of the updates.
   const ParameterLayout layout(options.model);
@@ -150,8 +163,10 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     }
     double comm_ms = 0;
     for (const CollectiveEstimate& c : p.collectives) comm_ms += c.time.ms;
-    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * comm_ms);
-    if (offload) p.collectives_ms = p.copies_ms;  // hidden under the host update
+    // With offload they run while the host updates (the compute waits for it unit by unit): only what outlasts the
+    // host update costs the step.
+    const double covered = offload ? p.cpu_optimizer_ms : 0.0;
+    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * comm_ms - covered);
   } else {
     p.collectives_ms = p.copies_ms;
   }

@@ -2,10 +2,12 @@
 // (bench/plan_profile.h) and the links between GPUs (bench/collective_model.h).
 //
 // The basis is the profile's one-GPU entry of the same dtype, optimizer, sequence length, checkpointing mode and
-// offload strategy (the same stage where there is one; the median where several hosts measured it). Its step,
-// less its device optimizer, its host optimizer and the copies compute did not hide, is the work of its
-// micro-batches, scaled to the configuration's micro-batch (linearly in tokens, from the nearest measured one) and
-// accumulation. To that the configuration adds:
+// offload strategy (the nearest stage measured, the lower of two as near; the nearest micro-batch; the median where
+// several hosts measured it). Its step, less its device optimizer, its host optimizer and (without offload) the
+// copies compute did not hide, is the work of its micro-batches, scaled to the configuration's micro-batch
+// (linearly in tokens) and accumulation, and for another model of the profile's family (same norm, positions and
+// MLP: Llama-2-70b from Llama-2-7b's profile) by the ratio of their work a token (training_flops_per_token), the
+// GEMMs of a larger model being at least as efficient. To that the configuration adds:
 // - the device optimizer over this rank's share of the parameters, at the basis's time a parameter;
 // - the host optimizer (offload) over this rank's share, at the basis's time a parameter, slowed as the profile's
 //   machines measured a rank's CPU optimizer rate with the node's ranks updating at once against one rank's
@@ -13,8 +15,8 @@
 //   (the update is bound by the host's memory: an upper bound on the time);
 // - the collectives the stage issues (bytes below), each timed as NCCL runs it; they run beside compute, which
 //   loses kCollectiveContention of their time (NCCL's kernels take SMs and memory bandwidth from it): the step
-//   pays the larger of that and the one-GPU copies they replace. With offload the collectives hide under the host
-//   update.
+//   pays the larger of that and the one-GPU copies they replace. With offload the host update covers them: only
+//   what outlasts it counts.
 // Collective bytes a step, with Psi the trained weights' bytes and Phi all weights' (the dtype's size), a micro-
 // batches: stage 0 all-reduces Psi once; stage 1 reduce-scatters Psi once and all-gathers Psi after the update;
 // stage 2 reduce-scatters Psi each micro-batch and all-gathers Psi; stage 3 all-gathers Phi in forward and again

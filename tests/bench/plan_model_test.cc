@@ -165,7 +165,15 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const StepTimePrediction p =
       *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_DOUBLE_EQ(p.cpu_optimizer_ms, 250);
-  EXPECT_DOUBLE_EQ(p.step_ms, 300);
+  EXPECT_DOUBLE_EQ(p.step_ms, 300);  // (at 1 GB/s the reduce-scatter and all-gather hide under the host update)
+  // At 1 MB/s they outlast it: the step pays the rest.
+  const StepTimePrediction slow = *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                     CollectiveLinks{2, 1, 0.001, 0, 0, 0}, why);
+  double comm_ms = 0;
+  for (const CollectiveEstimate& c : slow.collectives) comm_ms += c.time.ms;
+  EXPECT_GT(kCollectiveContention * comm_ms, 250);
+  EXPECT_NEAR(slow.collectives_ms, kCollectiveContention * comm_ms - 250, 1e-9);
+  EXPECT_NEAR(slow.step_ms, 50 + 250 + slow.collectives_ms, 1e-9);
   // On two hosts of one GPU each, each host updates half.
   const StepTimePrediction apart =
       *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{1, 2, 1, 0, 1, 0}, why);
@@ -181,6 +189,22 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const StepTimePrediction rated =
       *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_NEAR(rated.cpu_optimizer_ms, 125 * 2 / 1.5, 1e-9);
+}
+
+TEST(StepTimeModel, ScalesAnotherModelOfTheFamilyByItsWorkAToken) {
+  const PlanProfile profile = tiny_profile();
+  std::string why;
+  TrainingOptions o = tiny_options(0);
+  o.model = resolve_model("gpt2");
+  const double ratio = training_flops_per_token(o.model, 64) / training_flops_per_token(resolve_model("gpt2-tiny"), 64);
+  EXPECT_GT(ratio, 100);
+  const StepTimePrediction p = *predict_step_time(profile, o, CollectiveLinks{}, why);
+  EXPECT_NEAR(p.compute_ms, 90 * ratio, 1e-6 * 90 * ratio);
+  // The update runs at the basis's time a parameter over gpt2's parameters.
+  const double params = double(ParameterLayout(o.model).trainable_numel());
+  const double tiny = double(ParameterLayout(resolve_model("gpt2-tiny")).trainable_numel());
+  EXPECT_NEAR(p.optimizer_ms, 10 * params / tiny, 1e-6 * p.optimizer_ms);
+  EXPECT_NE(p.basis.find("scaled from gpt2-tiny"), std::string::npos) << p.basis;
 }
 
 TEST(StepTimeModel, SaysWhatTheProfileLacks) {

@@ -125,6 +125,17 @@ TEST_F(PlanProgram, PlansANodeAndWritesEveryConfigurationAndTheBestAsADeepSpeedC
   EXPECT_EQ(*ds.grad_accum, o.grad_accum);
 }
 
+TEST_F(PlanProgram, PlansALargerModelOfTheFamilyFromTheProfile) {
+  TempDir out;
+  const ProgramResult r = plan_node(out, "--model gpt2 --gpu-memory-gb 80");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("plan: gpt2 on 1 x 2 CPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scaled from gpt2-tiny"), std::string::npos) << r.output;
+  const Json doc = read_json(only_file(out.path(), "plan_", ".json"));
+  EXPECT_EQ(doc.at("model"), "gpt2");
+  EXPECT_EQ(doc.at("profiled_model"), "gpt2-tiny");
+}
+
 TEST_F(PlanProgram, SaysWhyNothingFitsOnATinyGpu) {
   TempDir out;
   const ProgramResult r = plan_node(out, "--gpu-memory-gb 0.001 --min-headroom-gb 0");
@@ -168,6 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --seq-length 4096",
                 "--seq-length"},
         BadPlan{"--profile PROFILE --validate /nonexistent.json", "--validate /nonexistent.json: cannot be read"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --model llama-tiny",
+                "--model llama-tiny is not of gpt2-tiny's family"},
         BadPlan{"--profile PROFILE --cluster /nonexistent.json --global-batch-size 8", "--cluster /nonexistent.json"}));
 
 }  // namespace
