@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bench/deepspeed_config.h"
@@ -134,6 +135,44 @@ TEST_F(PlanProgram, PlansALargerModelOfTheFamilyFromTheProfile) {
   const Json doc = read_json(only_file(out.path(), "plan_", ".json"));
   EXPECT_EQ(doc.at("model"), "gpt2");
   EXPECT_EQ(doc.at("profiled_model"), "gpt2-tiny");
+}
+
+// What the plan calls fitting on a device of C GB fits when trained under that cap, and what it does not runs out:
+// C between the peaks of micro-batch 2 x 2 and micro-batch 4 x 1 (stage 0, one rank).
+TEST_F(PlanProgram, FitsWhatTrainingFitsUnderTheSameCap) {
+  TempDir all, capped;
+  const std::string one_gpu = "--profile " + profile() + " --gpus-per-node 1 --global-batch-size 4 ";
+  ASSERT_EQ(run_program("plan", one_gpu + "--gpu-memory-gb 80 --output-dir " + all.path().string()).exit_code, 0);
+  std::map<int64_t, double> peak_gb;  // stage 0, no offload, no checkpointing: by micro-batch
+  const Json planned = read_json(only_file(all.path(), "plan_", ".json"));
+  for (const Json& p : planned.at("plans")) {
+    if (p.at("stage") == 0 && p.at("strategy") == "none" && p.at("activation_checkpointing") == "none")
+      peak_gb[p.at("micro_batch").get<int64_t>()] = p.at("gpu_memory_gb").at("total").get<double>();
+  }
+  ASSERT_TRUE(peak_gb.count(2) && peak_gb.count(4));
+  ASSERT_LT(peak_gb[2], peak_gb[4]);
+  const std::string cap = std::to_string((peak_gb[2] + peak_gb[4]) / 2);
+  ASSERT_EQ(run_program("plan", one_gpu + "--gpu-memory-gb " + cap + " --min-headroom-gb 0 --output-dir " +
+                                    capped.path().string())
+                .exit_code,
+            0);
+  const Json planned_capped = read_json(only_file(capped.path(), "plan_", ".json"));
+  for (const Json& p : planned_capped.at("plans")) {
+    if (p.at("stage") != 0 || p.at("strategy") != "none" || p.at("activation_checkpointing") != "none") continue;
+    const int64_t micro = p.at("micro_batch").get<int64_t>();
+    if (micro != 2 && micro != 4) continue;
+    EXPECT_EQ(p.at("fits").get<bool>(), micro == 2) << p.dump();
+    const ProgramResult trained = run_program(
+        "train", "--device cpu --model gpt2-tiny --seq-length 32 --num-steps 2 --warmup-steps 0 --batch-size " +
+                     std::to_string(micro) + " --grad-accum " + std::to_string(4 / micro) +
+                     " --device-memory-limit-gb " + cap);
+    if (micro == 2) {
+      EXPECT_EQ(trained.exit_code, 0) << trained.output;
+    } else {
+      EXPECT_NE(trained.exit_code, 0) << trained.output;
+      EXPECT_NE(trained.output.find("out of host memory"), std::string::npos) << trained.output;  // (the CPU's device)
+    }
+  }
 }
 
 TEST_F(PlanProgram, SaysWhyNothingFitsOnATinyGpu) {
