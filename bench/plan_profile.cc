@@ -52,6 +52,7 @@ ProfiledEntry entry_of(const Json& e) {
   entry.gpu_parameters = number_or_zero(o, "gpu_parameters");
   entry.cpu_parameters = number_or_zero(o, "cpu_parameters");
   entry.exposed_copies_ms = number_or_zero(e.at("exposed_ms"), "copies");
+  entry.other_compute_ms = number_or_zero(e, "other_compute_ms");
   const Json& memory = e.at("memory_gb");
   entry.backend_workspace_gb = number_or_zero(memory, "backend_workspace");
   entry.outside_engine_gb = number_or_zero(memory, "outside_engine");

@@ -26,6 +26,7 @@ struct ProfiledEntry {
   double gpu_optimizer_ms = 0, cpu_optimizer_ms = 0;
   double gpu_parameters = 0, cpu_parameters = 0;  // updated on each by one rank
   double exposed_copies_ms = 0;                   // the step's copies that compute did not hide
+  double other_compute_ms = 0;                    // compute in neither a unit's pass nor the update, a step
   std::map<std::string, double> collective_bytes;  // per step, by kind, units' and outside them together
   double backend_workspace_gb = 0, outside_engine_gb = 0;
   std::optional<double> gpu_capacity_gb;

@@ -14,28 +14,32 @@ namespace zb {
 namespace {
 
 // Whether entry `e` measured what `options` would run, on one GPU, up to the stage and the micro-batch.
-bool same_kind(const ProfiledConfiguration& e, const TrainingOptions& options, bool same_checkpointing) {
+bool same_kind(const ProfiledConfiguration& e, const TrainingOptions& options, bool same_checkpointing,
+               bool same_strategy) {
   return e.world_size == 1 && e.seq_length == options.seq && e.dtype == dtype_name(options.dtype) &&
          e.optimizer == optimizer_name(options.optimizer) &&
-         e.strategy == offload_spec_name(options.offload, options.offload_ratio) &&
+         (!same_strategy || e.strategy == offload_spec_name(options.offload, options.offload_ratio)) &&
          e.lora_rank == (options.model.lora.enabled() ? options.model.lora.rank : 0) &&
          (!same_checkpointing ||
           e.activation_checkpointing == activation_checkpointing_name(options.activation_checkpointing));
 }
 
 // The basis: the entries of the kind at the nearest stage measured, at the micro-batch nearest the options' (in log
-// scale), their median step.
+// scale), their median step. units_only: of another offload strategy (the configuration's did not run on one GPU,
+// as a model too large for one GPU without offload), whose units' compute alone is taken.
 struct Basis {
   ProfiledEntry entry;
   bool estimated_checkpointing = false;
+  bool units_only = false;
 };
 
-std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOptions& options) {
+std::optional<Basis> find_basis_of(const PlanProfile& profile, const TrainingOptions& options, bool same_strategy) {
   Basis basis;
+  basis.units_only = !same_strategy;
   std::vector<const ProfiledEntry*> kind;
   for (bool same_checkpointing : {true, false}) {
     for (const ProfiledEntry& e : profile.entries)
-      if (same_kind(e.configuration, options, same_checkpointing)) kind.push_back(&e);
+      if (same_kind(e.configuration, options, same_checkpointing, same_strategy)) kind.push_back(&e);
     if (!kind.empty()) {
       basis.estimated_checkpointing = !same_checkpointing;
       break;
@@ -64,6 +68,24 @@ std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOption
   std::sort(kind.begin(), kind.end(), [](const ProfiledEntry* a, const ProfiledEntry* b) { return a->step_ms < b->step_ms; });
   basis.entry = *kind[kind.size() / 2];
   return basis;
+}
+
+std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOptions& options) {
+  if (auto same = find_basis_of(profile, options, true)) return same;
+  return find_basis_of(profile, options, false);
+}
+
+// The median time a parameter of the device's (or the host's) update over every entry that ran one, or none.
+std::optional<double> ms_per_parameter(const PlanProfile& profile, bool on_device) {
+  std::vector<double> rates;
+  for (const ProfiledEntry& e : profile.entries) {
+    const double params = on_device ? e.gpu_parameters : e.cpu_parameters;
+    const double ms = on_device ? e.gpu_optimizer_ms : e.cpu_optimizer_ms;
+    if (params > 0 && ms > 0) rates.push_back(ms / params);
+  }
+  if (rates.empty()) return std::nullopt;
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 }  // namespace
@@ -96,10 +118,14 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     p.basis += cat("; scaled from ", profile.model, " by the work a token (x", model_work, ")");
   }
   // With offload the host update runs beside the copies and the next forward: the step less the host update is the
-  // rest (copies included); without, the copies are what the step's collectives replace on several GPUs.
+  // rest (copies included); without, the copies are what the step's collectives replace on several GPUs. A basis of
+  // another strategy gives its units' compute alone.
   const bool offload = options.offload != OffloadStrategy::none;
-  const double copies = offload ? 0.0 : b.exposed_copies_ms;
-  const double basis_work = b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - copies;
+  const double copies = offload || found->units_only ? 0.0 : b.exposed_copies_ms;
+  const double basis_work = found->units_only
+                                ? (b.forward_ms + b.backward_ms) * double(bc.grad_accum) + b.other_compute_ms
+                                : b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - copies;
+  if (found->units_only) p.basis += cat("; its units' compute alone (a ", bc.strategy, " run)");
   p.compute_ms = std::max(0.0, basis_work) * scale;
   if (found->estimated_checkpointing) {
     p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) *
@@ -116,16 +142,29 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   const double host_share = ParameterStore::host_optimizer_share(layout, geometry);
   const double trainable = double(layout.trainable_numel());
   const double rank_share = options.zero.stage >= 1 ? 1.0 / world : 1.0;
-  if (b.gpu_parameters > 0) {
-    p.optimizer_ms = b.gpu_optimizer_ms / b.gpu_parameters * trainable * rank_share * (1 - host_share);
+  // The basis's time a parameter, or where its update ran elsewhere, the profile's median.
+  const std::optional<double> gpu_rate = b.gpu_parameters > 0 ? b.gpu_optimizer_ms / b.gpu_parameters
+                                                               : ms_per_parameter(profile, true);
+  const std::optional<double> cpu_rate = b.cpu_parameters > 0 ? b.cpu_optimizer_ms / b.cpu_parameters
+                                                               : ms_per_parameter(profile, false);
+  if (host_share < 1) {
+    if (!gpu_rate) {
+      why = "the profile has no update on the device to time this configuration's by";
+      return std::nullopt;
+    }
+    p.optimizer_ms = *gpu_rate * trainable * rank_share * (1 - host_share);
   }
-  if (b.cpu_parameters > 0 && host_share > 0) {
+  if (host_share > 0) {
+    if (!cpu_rate) {
+      why = "the profile has no update on the host to time this configuration's by";
+      return std::nullopt;
+    }
     // The ranks of a host share its memory: a rank's rate with all of them updating, against one rank's, where the
     // profile measured both; else one rank's rate shared among them (the update is bound by the host's memory).
     const std::optional<double> alone = profile.host_optimizer_rate(1),
                                 shared = profile.host_optimizer_rate(links.gpus_per_node);
     const double slowdown = alone && shared ? *alone / *shared : double(links.gpus_per_node);
-    p.cpu_optimizer_ms = b.cpu_optimizer_ms / b.cpu_parameters * trainable * rank_share * host_share * slowdown;
+    p.cpu_optimizer_ms = *cpu_rate * trainable * rank_share * host_share * slowdown;
     if (!(alone && shared) && links.gpus_per_node > 1) {
       p.basis += cat("; the host's CPU optimizer rate with ", links.gpus_per_node,
                      " ranks not measured: one rank's, shared");
