@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "core/dtype.h"
@@ -106,7 +107,17 @@ void fill_memory(BenchRecord& r, const TrainingOptions& options, const MeasuredM
   r.workspace_gb = worst_gb(double(memory.pools[int(MemoryPool::workspace)].peak));
   r.backend_workspace_gb = worst_gb(double(memory.backend_workspace));
   if (memory.outside_engine) r.gpu_outside_engine_gb = worst_gb(double(*memory.outside_engine));
-  const MemoryPlan plan = plan_memory(options, agreement.rank(), r.world_size, memory.backend_workspace);
+  // (Every rank plans, so every rank takes part in the agreements below, planned or not; a plan the options refuse
+  // leaves the predictions empty rather than costing the record.)
+  MemoryPlan plan;
+  bool planned = true;
+  try {
+    plan = plan_memory(options, agreement.rank(), r.world_size, memory.backend_workspace);
+  } catch (const std::exception& e) {
+    planned = false;
+    std::fprintf(stderr, "warning: rank %d: no memory plan of this configuration: %s\n", agreement.rank(), e.what());
+  }
+  if (agreement.max(planned ? 0.0 : 1.0) > 0) return;  // (any rank without a plan: none recorded)
   r.predicted_parameters_gb = worst_gb(double(plan.pool(MemoryPool::parameters)));
   r.predicted_gradients_gb = worst_gb(double(plan.pool(MemoryPool::gradients)));
   r.predicted_optimizer_state_gb = worst_gb(double(plan.pool(MemoryPool::optimizer_state)));

@@ -18,10 +18,13 @@ CollectiveTime collective_time(CollectiveKind kind, double bytes, const Collecti
   const int n = links.ranks();
   if (n <= 1 || bytes <= 0) return {};
   const bool across = links.nodes > 1;
-  const bool network_bound = across && links.inter_node_gbps < links.intra_node_gbps;
+  // (With one GPU a node there is no node bus to cross: the network alone.)
+  const bool network_bound = across && (links.gpus_per_node == 1 || links.inter_node_gbps < links.intra_node_gbps);
   const double bandwidth = (network_bound ? links.inter_node_gbps : links.intra_node_gbps) * 1e9;  // bytes/s
-  const double step_latency_s = (across ? std::max(links.inter_node_latency_us, links.intra_node_latency_us)
-                                        : links.intra_node_latency_us) * 1e-6;
+  const double step_latency_s = (!across                    ? links.intra_node_latency_us
+                                 : links.gpus_per_node == 1 ? links.inter_node_latency_us
+                                                            : std::max(links.inter_node_latency_us,
+                                                                       links.intra_node_latency_us)) * 1e-6;
   const double rank_share = double(n - 1) / double(n);
   const double ring_steps = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1) : double(n - 1);
   const double ring_factor = kind == CollectiveKind::all_reduce ? 2 * rank_share : rank_share;

@@ -260,36 +260,6 @@ void apply_deepspeed_config(const DeepSpeedConfig& ds, const po::variables_map& 
   if (ds.aio_overlap_events && !given(vm, "aio-overlap-events")) a.overlap_events = *ds.aio_overlap_events;
 }
 
-struct StrategySpec {
-  OffloadStrategy strategy = OffloadStrategy::none;
-  double ratio = 1.0;
-};
-
-// NAME or NAME:RATIO.
-StrategySpec parse_strategy_spec(const std::string& spec) {
-  const size_t colon = spec.find(':');
-  StrategySpec out;
-  out.strategy = parse_offload_strategy(spec.substr(0, colon));
-  if (colon != std::string::npos) {
-    const std::string ratio = spec.substr(colon + 1);
-    size_t used = 0;
-    try {
-      out.ratio = std::stod(ratio, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (ratio.empty() || used != ratio.size()) {
-      throw UsageError(cat(spec, ": the ratio after the colon must be a number in (0, 1], got '", ratio, "'"));
-    }
-    try {
-      validate_offload_ratio(out.ratio, out.strategy);
-    } catch (const UsageError& e) {
-      throw UsageError(cat(spec, ": ", e.what()));
-    }
-  }
-  return out;
-}
-
 std::vector<StrategySpec> strategies_of(const ComparisonFlags& f) {
   std::vector<std::string> names = f.strategies;
   if (names.empty()) {

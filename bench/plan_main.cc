@@ -3,9 +3,11 @@
 // memory plan), whether it fits, its step time by phase and tokens/s, and its cost; prints the best in a table,
 // explains the best one's time, and writes every configuration as JSON and CSV and the best as a DeepSpeed config.
 // `plan --validate RESULTS.json...` predicts measured results instead and prints predicted against measured.
-// Bad input (a flag out of range, a profile or cluster file that cannot be read, several nodes without the network
-// between them) exits 2 before any work.
+// Bad input (a flag out of range, a profile, cluster file or result file that cannot be read or holds values out of
+// range, several nodes without the network between them) exits 2 before any output is written.
 #include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -32,11 +34,28 @@ using Json = nlohmann::ordered_json;
 struct PlanFlags {
   std::string profile, model, cluster_file, output_dir = "plans";
   zb::ClusterSpec cluster;  // the flags' figures (unset where not given)
-  int64_t global_batch = 0, seq = 0;
+  int gpus_per_node = 0, nodes = 0;  // -1: not given
+  int64_t global_batch = 0, seq = -1;  // seq -1: not given
   double gpu_hour_usd = 0, min_headroom_gb = 1.0;
   int top = 10;
   std::vector<std::string> validate;
 };
+
+// The flags' figures in range (the cluster file's are checked as it is read): sizes and rates above 0, latencies
+// at least 0.
+void check_figures(const zb::ClusterSpec& c) {
+  const std::pair<const char*, const std::optional<double>*> above_zero[] = {
+      {"--gpu-memory-gb", &c.gpu_memory_gb}, {"--intra-node-gbps", &c.intra_node_gbps},
+      {"--inter-node-gbps", &c.inter_node_gbps}, {"--host-memory-gb", &c.host_memory_gb}};
+  for (const auto& [flag, value] : above_zero) {
+    if (*value && !(**value > 0 && std::isfinite(**value))) throw zb::UsageError(zb::cat(flag, " must be above 0"));
+  }
+  const std::pair<const char*, const std::optional<double>*> at_least_zero[] = {
+      {"--intra-node-latency-us", &c.intra_node_latency_us}, {"--inter-node-latency-us", &c.inter_node_latency_us}};
+  for (const auto& [flag, value] : at_least_zero) {
+    if (*value && !(**value >= 0 && std::isfinite(**value))) throw zb::UsageError(zb::cat(flag, " must be at least 0"));
+  }
+}
 
 // An optional figure flag: unset unless given.
 void add_figure(po::options_description_easy_init& add, const char* name, std::optional<double>& into,
@@ -50,10 +69,11 @@ void add_plan_flags(po::options_description& options, PlanFlags& f) {
   add("model", po::value(&f.model),
       "the model to plan (default: the profile's); another of its family (Llama-2-70b from Llama-2-7b's profile) has "
       "its compute scaled by the work a token");
-  add("gpus-per-node", po::value(&f.cluster.gpus_per_node), "GPUs in each node");
-  add("nodes", po::value(&f.cluster.nodes), "nodes (default 1)");
+  add("gpus-per-node", po::value(&f.gpus_per_node)->default_value(-1, ""), "GPUs in each node (1 to 1024)");
+  add("nodes", po::value(&f.nodes)->default_value(-1, ""), "nodes (default 1; at most 65536)");
   add("global-batch-size", po::value(&f.global_batch), "samples an optimizer step, over every GPU");
-  add("seq-length", po::value(&f.seq), "tokens per sample (default: the profile's, where it measured one)");
+  add("seq-length", po::value(&f.seq)->default_value(-1, ""),
+      "tokens per sample (default: the one the profile measured most)");
   add("cluster", po::value(&f.cluster_file),
       "a cluster's JSON: gpu, gpus_per_node, nodes, gpu_memory_gb, intra_node_gbps, intra_node_latency_us, "
       "inter_node_gbps, inter_node_latency_us, host_memory_gb, host_cores, nvme_read_gbps, nvme_write_gbps (the "
@@ -133,6 +153,7 @@ Json plan_json(const zb::PlannedConfiguration& p, const zb::ClusterSpec& cluster
 }
 
 std::string csv_cell(const Json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>())) return "";
   if (v.is_string()) {
     std::string s = v.get<std::string>(), out = "\"";
     for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -200,9 +221,21 @@ int plan(const PlanFlags& f) {
   const zb::PlanProfile profile = zb::read_plan_profile(f.profile);
   if (!f.validate.empty()) return validate(f, profile);
 
+  zb::ClusterSpec flags = f.cluster;
+  if (f.gpus_per_node != -1) {
+    if (f.gpus_per_node < 1 || f.gpus_per_node > 1024) throw zb::UsageError("--gpus-per-node must be 1 to 1024");
+    flags.gpus_per_node = f.gpus_per_node;
+  }
+  if (f.nodes != -1) {
+    if (f.nodes < 1 || f.nodes > 65536) throw zb::UsageError("--nodes must be 1 to 65536");
+    flags.nodes = f.nodes;
+  }
+  check_figures(flags);
   zb::ClusterSpec cluster = f.cluster_file.empty() ? zb::ClusterSpec{} : zb::read_cluster_spec(f.cluster_file);
-  cluster = zb::merge(cluster, f.cluster);
-  if (f.cluster.nodes < 0 || f.cluster.gpus_per_node < 0) throw zb::UsageError("--nodes and --gpus-per-node are counts");
+  cluster = zb::merge(cluster, flags);
+  if (cluster.gpus_per_node > 1024 || cluster.node_count() > 65536) {
+    throw zb::UsageError("--cluster: at most 1024 GPUs a node and 65536 nodes");
+  }
   zb::check_plannable(cluster);
   if (!cluster.gpu.empty() && cluster.gpu != profile.gpu) {
     throw zb::UsageError(zb::cat("--cluster: its GPU is ", cluster.gpu, ", the profile's ", profile.gpu,
@@ -239,7 +272,7 @@ int plan(const PlanFlags& f) {
     base.model = asked;
   }
   const std::string seq = most_common(profile, [](const auto& c) { return std::to_string(c.seq_length); });
-  base.seq = f.seq > 0 ? f.seq : seq.empty() ? 0 : std::stoll(seq);
+  base.seq = f.seq != -1 ? f.seq : seq.empty() ? 0 : std::stoll(seq);
   if (base.seq < 1 || base.seq > base.model.max_seq_len) {
     throw zb::UsageError(zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", profile.model));
   }
@@ -280,10 +313,15 @@ int plan(const PlanFlags& f) {
   zb::write_file_atomically(base_path + ".csv", plans_csv(all));
   std::printf("plans: %s.json, %s.csv\n", base_path.c_str(), base_path.c_str());
   if (plans.empty() || !plans.front().fits || !plans.front().time) {
-    std::printf("no configuration fits: see why_not in the JSON\n");
+    const bool any_fits = std::any_of(plans.begin(), plans.end(), [](const auto& p) { return p.fits; });
+    std::printf("%s: see why_not in the JSON\n",
+                any_fits ? "no configuration that fits could be timed" : "no configuration fits");
     return 0;
   }
-  const zb::PlannedConfiguration& best = plans.front();
+  zb::PlannedConfiguration best = plans.front();
+  // (A DeepSpeed config of nvme names the folder: the user's, which a plan cannot know.)
+  const bool nvme = best.options.offload == zb::OffloadStrategy::nvme;
+  if (nvme) best.options.nvme_path = "/local_nvme";
   std::printf("best: %s, %.0f tokens/s per GPU\n%s", best.label().c_str(), best.tokens_per_s_per_gpu,
               time_explanation(*best.time).c_str());
   // ds_config_planned_<time>.json beside plan_<time>.json: the name ties it to its plan.
@@ -295,6 +333,7 @@ int plan(const PlanFlags& f) {
   std::printf("DeepSpeed config of the best: %s\n", ds_path.c_str());
   const std::string caveat = zb::deepspeed_caveat(best.options);
   if (!caveat.empty()) std::printf("(%s)\n", caveat.c_str());
+  if (nvme) std::printf("(its nvme_path, /local_nvme, stands for your NVMe folder)\n");
   return 0;
 }
 

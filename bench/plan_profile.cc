@@ -1,6 +1,7 @@
 #include "bench/plan_profile.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "bench/json_file.h"
 #include "bench/model_profile.h"
@@ -39,6 +40,9 @@ ProfiledEntry entry_of(const Json& e) {
   p.optimizer = c.at("optimizer").get<std::string>();
   p.activation_checkpointing = c.at("activation_checkpointing").get<std::string>();
   p.lora_rank = c.value("lora_rank", int64_t(0));
+  if (p.micro_batch < 1 || p.seq_length < 1 || p.grad_accum < 1 || p.world_size < 1 || p.stage < 0 || p.stage > 3) {
+    throw std::invalid_argument(cat("an entry's configuration out of range: ", c.dump()));
+  }
   entry.step_ms = number_or_zero(e, "step_ms");
   for (const Json& unit : e.at("units")) {
     entry.forward_ms += number_or_zero(unit, "forward_ms");
@@ -69,12 +73,19 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
   return best;
 }
 
-std::optional<double> PlanProfile::host_optimizer_rate(int ranks) const {
-  std::optional<double> best;
-  for (const ProfiledMachine& m : machines)
-    if (m.ranks_per_host == ranks && m.host_optimizer_gparams_per_s)
-      best = std::max(best.value_or(0), *m.host_optimizer_gparams_per_s);
-  return best;
+std::optional<double> PlanProfile::host_optimizer_slowdown(int ranks) const {
+  if (ranks == 1) return 1.0;
+  std::vector<double> slowdowns;
+  for (const ProfiledMachine& alone : machines) {
+    if (alone.ranks_per_host != 1 || !alone.host_optimizer_gparams_per_s) continue;
+    for (const ProfiledMachine& shared : machines) {
+      if (shared.host == alone.host && shared.ranks_per_host == ranks && shared.host_optimizer_gparams_per_s)
+        slowdowns.push_back(*alone.host_optimizer_gparams_per_s / *shared.host_optimizer_gparams_per_s);
+    }
+  }
+  if (slowdowns.empty()) return std::nullopt;
+  std::sort(slowdowns.begin(), slowdowns.end());
+  return slowdowns[slowdowns.size() / 2];
 }
 
 std::optional<double> PlanProfile::gpu_capacity_gb() const {
@@ -111,7 +122,7 @@ PlanProfile parse_plan_profile(const Json& json, const std::string& source) {
       p.machines.push_back(machine);
     }
     return p;
-  } catch (const Json::exception& e) {
+  } catch (const std::exception& e) {  // (a missing or mistyped field, or one out of range)
     throw UsageError(cat(source, ": a model profile missing what a planner reads (", e.what(), ")"));
   }
 }

@@ -49,9 +49,10 @@ struct PlanProfile {
   // The all-reduce bus bandwidth measured among `ranks` GPUs of one host (the best of the machines that measured
   // it at that size), or none.
   std::optional<double> bus_gbps(int ranks) const;
-  // A rank's CPU optimizer rate with `ranks` ranks of a host updating at once (the best of the machines that
-  // measured it so), or none.
-  std::optional<double> host_optimizer_rate(int ranks) const;
+  // How much slower a rank's CPU optimizer runs with `ranks` ranks of a host updating at once than alone: one
+  // rank's rate over a rank's shared rate, both measured on one host (the median over the hosts that measured
+  // both; 1 for one rank), or none.
+  std::optional<double> host_optimizer_slowdown(int ranks) const;
   // The largest GPU memory any entry recorded.
   std::optional<double> gpu_capacity_gb() const;
 };

@@ -132,17 +132,19 @@ std::vector<PlannedConfiguration> search_plans(const PlanProfile& profile, const
   const ClusterSpec& cluster = settings.cluster;
   const CollectiveLinks links = cluster_links(cluster, profile);
   const int world = links.ranks();
-  // The strategies and checkpointing modes the profile measured on one GPU (full checkpointing is also estimated).
-  std::set<std::string> strategies;
+  // The strategies and checkpointing modes the profile measured (a strategy that ran on several GPUs only is timed
+  // from another's one-GPU run; full checkpointing is also estimated), and every micro-batch that divides a GPU's
+  // share of the global batch.
+  std::set<std::string> strategies{"none"};
   std::set<std::string> checkpointing{"none", "full"};
   for (const ProfiledEntry& e : profile.entries) {
-    if (e.configuration.world_size != 1) continue;
     strategies.insert(e.configuration.strategy);
     checkpointing.insert(e.configuration.activation_checkpointing);
   }
   std::vector<PlannedConfiguration> plans;
-  for (int64_t micro = 1; micro * world <= settings.global_batch; micro *= 2) {
-    if (settings.global_batch % (micro * world) != 0) continue;
+  const int64_t per_gpu = settings.global_batch / world;
+  for (int64_t micro = 1; micro <= per_gpu; ++micro) {
+    if (per_gpu % micro != 0 || settings.global_batch % world != 0) continue;
     for (const std::string& ckpt : checkpointing) {
       for (int stage = 0; stage <= 3; ++stage) {
         for (const std::string& spec : strategies) {
@@ -151,9 +153,9 @@ std::vector<PlannedConfiguration> search_plans(const PlanProfile& profile, const
           o.grad_accum = settings.global_batch / (micro * world);
           o.activation_checkpointing = parse_activation_checkpointing(ckpt);
           o.zero.stage = stage;
-          const size_t colon = spec.find(':');
-          o.offload = parse_offload_strategy(spec.substr(0, colon));
-          o.offload_ratio = colon == std::string::npos ? 1.0 : std::stod(spec.substr(colon + 1));
+          const StrategySpec parsed = parse_strategy_spec(spec);
+          o.offload = parsed.strategy;
+          o.offload_ratio = parsed.ratio;
           if (o.offload != OffloadStrategy::none && stage == 0) continue;  // (DeepSpeed offloads from stage 1)
           if (o.offload == OffloadStrategy::cpu_full && stage != 3) continue;  // (parameters offload in stage 3)
           plans.push_back(plan_configuration(profile, o, cluster, links, settings.min_headroom_gb,

@@ -1,5 +1,5 @@
-// The search of `plan`: every stage, offload strategy the profile measured, micro-batch and checkpointing mode whose
-// accumulation gives the global batch on the cluster's GPUs, each with its memory (the engine's own plan,
+// The search of `plan`: every stage, offload strategy the profile measured (and none), micro-batch dividing a GPU's
+// share of the global batch and checkpointing mode (those measured, and none and full) on the cluster's GPUs, each with its memory (the engine's own plan,
 // engine/memory_plan.h, plus what the profile measured outside it), whether it fits with the headroom asked for,
 // its predicted step time by phase (bench/step_time_model.h), its throughput and cost.
 #pragma once

@@ -41,10 +41,13 @@ TrainingOptions options_of(const Json& r) {
   set_optimizer(o.optimizer, r.at("optimizer").get<std::string>());
   o.activation_checkpointing = parse_activation_checkpointing(r.at("activation_checkpointing").get<std::string>());
   o.zero.stage = r.at("stage").get<int>();
-  const std::string spec = r.at("strategy").get<std::string>();
-  const size_t colon = spec.find(':');
-  o.offload = parse_offload_strategy(spec.substr(0, colon));
-  o.offload_ratio = colon == std::string::npos ? 1.0 : std::stod(spec.substr(colon + 1));
+  const StrategySpec parsed = parse_strategy_spec(r.at("strategy").get<std::string>());
+  o.offload = parsed.strategy;
+  o.offload_ratio = parsed.ratio;
+  if (o.batch < 1 || o.seq < 1 || o.grad_accum < 1 || o.zero.stage < 0 || o.zero.stage > 3) {
+    throw std::invalid_argument(cat("a configuration out of range (batch ", o.batch, ", seq ", o.seq, ", accumulation ",
+                                    o.grad_accum, ", stage ", o.zero.stage, ")"));
+  }
   return o;
 }
 
@@ -95,6 +98,7 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
         row.file = file;
         row.status = r.at("status").get<std::string>();
         row.world = r.at("world_size").get<int>();
+        if (row.world < 1) throw std::invalid_argument(cat("world_size ", row.world));
         const TrainingOptions options = options_of(r);
         ClusterSpec cluster;
         cluster.gpus_per_node = row.world;
@@ -116,7 +120,9 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
           row.note = "ran out of memory where the plan says it fits";
         }
         v.rows.push_back(row);
-      } catch (const Json::exception& e) {
+      } catch (const UsageError& e) {
+        throw UsageError(cat("--validate ", file, ": ", e.what()));
+      } catch (const std::exception& e) {  // (a missing or mistyped field, or one out of range)
         throw UsageError(cat("--validate ", file, ": a record missing what the planner reads (", e.what(), ")"));
       }
     }

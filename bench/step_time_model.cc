@@ -75,10 +75,14 @@ std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOption
   return find_basis_of(profile, options, false);
 }
 
-// The median time a parameter of the device's (or the host's) update over every entry that ran one, or none.
-std::optional<double> ms_per_parameter(const PlanProfile& profile, bool on_device) {
+// The median time a parameter of the device's (or the host's) update over the entries of the options' dtype and
+// optimizer that ran one, or none.
+std::optional<double> ms_per_parameter(const PlanProfile& profile, const TrainingOptions& options, bool on_device) {
   std::vector<double> rates;
   for (const ProfiledEntry& e : profile.entries) {
+    if (e.configuration.dtype != dtype_name(options.dtype) ||
+        e.configuration.optimizer != optimizer_name(options.optimizer))
+      continue;
     const double params = on_device ? e.gpu_parameters : e.cpu_parameters;
     const double ms = on_device ? e.gpu_optimizer_ms : e.cpu_optimizer_ms;
     if (params > 0 && ms > 0) rates.push_back(ms / params);
@@ -131,10 +135,11 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) *
                     model_work;
   }
-  // The one-GPU copies move the weights and gradients: they grow with the parameters.
+  // The one-GPU copies move the weights and gradients once a micro-batch, whatever its size: they grow with the
+  // micro-batches and the parameters.
   const ParameterLayout profiled_layout(profiled);
-  p.copies_ms = copies * scale / model_work * double(ParameterLayout(options.model).total_numel()) /
-                double(profiled_layout.total_numel());
+  p.copies_ms = copies * double(options.grad_accum) / double(bc.grad_accum) *
+                double(ParameterLayout(options.model).total_numel()) / double(profiled_layout.total_numel());
 
   // This rank's share of the updates.
   const ParameterLayout layout(options.model);
@@ -144,9 +149,9 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   const double rank_share = options.zero.stage >= 1 ? 1.0 / world : 1.0;
   // The basis's time a parameter, or where its update ran elsewhere, the profile's median.
   const std::optional<double> gpu_rate = b.gpu_parameters > 0 ? b.gpu_optimizer_ms / b.gpu_parameters
-                                                               : ms_per_parameter(profile, true);
+                                                               : ms_per_parameter(profile, options, true);
   const std::optional<double> cpu_rate = b.cpu_parameters > 0 ? b.cpu_optimizer_ms / b.cpu_parameters
-                                                               : ms_per_parameter(profile, false);
+                                                               : ms_per_parameter(profile, options, false);
   if (host_share < 1) {
     if (!gpu_rate) {
       why = "the profile has no update on the device to time this configuration's by";
@@ -161,11 +166,10 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     }
     // The ranks of a host share its memory: a rank's rate with all of them updating, against one rank's, where the
     // profile measured both; else one rank's rate shared among them (the update is bound by the host's memory).
-    const std::optional<double> alone = profile.host_optimizer_rate(1),
-                                shared = profile.host_optimizer_rate(links.gpus_per_node);
-    const double slowdown = alone && shared ? *alone / *shared : double(links.gpus_per_node);
+    const std::optional<double> measured = profile.host_optimizer_slowdown(links.gpus_per_node);
+    const double slowdown = measured.value_or(double(links.gpus_per_node));
     p.cpu_optimizer_ms = *cpu_rate * trainable * rank_share * host_share * slowdown;
-    if (!(alone && shared) && links.gpus_per_node > 1) {
+    if (!measured && links.gpus_per_node > 1) {
       p.basis += cat("; the host's CPU optimizer rate with ", links.gpus_per_node,
                      " ranks not measured: one rank's, shared");
     }
@@ -191,21 +195,24 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
         break;
       default: {
         // Forward and backward gathers, less what the slots keep: the basis's own, where it ran stage 3.
+        // (The basis gathered all its model's weights, frozen ones too.)
         auto gathered = b.collective_bytes.find("all_gather");
         const double per_micro = bc.stage == 3 && gathered != b.collective_bytes.end() && gathered->second > 0
-                                     ? gathered->second / double(bc.grad_accum) / (double(b.gpu_parameters +
-                                                                                          b.cpu_parameters) * bytes)
+                                     ? gathered->second / double(bc.grad_accum) /
+                                           (double(profiled_layout.total_numel()) * bytes)
                                      : 2.0;
         add(CollectiveKind::all_gather, phi * per_micro * micro);
         add(CollectiveKind::reduce_scatter, psi * micro);
       }
     }
-    double comm_ms = 0;
-    for (const CollectiveEstimate& c : p.collectives) comm_ms += c.time.ms;
-    // With offload they run while the host updates (the compute waits for it unit by unit): only what outlasts the
-    // host update costs the step.
-    const double covered = offload ? p.cpu_optimizer_ms : 0.0;
-    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * comm_ms - covered);
+    // With offload the gathers of the updated weights (after the update in stages 1-2, in the next forward in stage
+    // 3, which waits for the host unit by unit) run while the host updates: only what outlasts it costs the step.
+    // The reductions run during the micro-batches' backward, before the host update starts.
+    double reductions_ms = 0, gathers_ms = 0;
+    for (const CollectiveEstimate& c : p.collectives)
+      (c.kind == CollectiveKind::all_gather ? gathers_ms : reductions_ms) += c.time.ms;
+    const double gathers_cost = kCollectiveContention * gathers_ms - (offload ? p.cpu_optimizer_ms : 0.0);
+    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * reductions_ms + std::max(0.0, gathers_cost));
   } else {
     p.collectives_ms = p.copies_ms;
   }

@@ -231,6 +231,7 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
       if (record.status == "oom") rule.ran_out(point);
       done_flops += flops * double(steps_run) / double(steps);
       skipped_flops += flops * double(steps - steps_run) / double(steps);  // (what a failure did not run)
+      if (capacity) record.gpu_capacity_gb = capacity;  // (before the profile's entry, which keeps it)
       if (record.ok() && runner.last_breakdown() && printer) {
         record.environment = environment;
         const double world_share = options.zero.stage >= 1 ? double(world.size()) : 1.0;
@@ -256,7 +257,6 @@ int sweep(MpiWorld& world, const SweepFlags& flags, const boost::program_options
       }
     }
     record.environment = environment;
-    if (capacity) record.gpu_capacity_gb = capacity;
     record.names_strategy = true;
     records.push_back(std::move(record));
     if (printer) {

@@ -40,7 +40,8 @@ MemoryPlan plan_memory(const TrainingOptions& options, int rank, int world, size
   const Shape ids{options.batch * options.seq};
   const Tensor inputs = buffers.inputs.view(ids, DType::i32), targets = buffers.targets.view(ids, DType::i32);
   // The host optimizer of the offload strategies moves data but allocates nothing on the device: the schedule
-  // runs without it. (It would only stop stage 3's prefetch at units the host has not finished: fewer slots.)
+  // runs without it. (It would only stop stage 3's prefetch at units the forward has not yet asked the host for:
+  // fewer slots.)
   for (int step = 0; step < 2; ++step) {
     for (int64_t micro = 0; micro < options.grad_accum; ++micro) {
       schedule.begin_micro_batch(micro, options.grad_accum);

@@ -9,7 +9,8 @@
 // peak is the larger of two moments: initialization (the store and activations, and one unit's fp32 staging) and
 // training (the store, activations, slots, staging and step buffers). What the plan cannot see is the backend's
 // own workspace (GEMM workspaces, kernels' scratch), which the caller gives (0 for the CPU backend, which keeps
-// none in the engine's allocator); it is counted as held through both moments.
+// none in the engine's allocator); it is counted as held through both moments. (cuBLASLt's timing of GEMM
+// algorithms, on a GPU's first steps, may also take a scratch C of up to 64 MiB for a moment.)
 #pragma once
 
 #include <array>

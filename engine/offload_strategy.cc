@@ -37,6 +37,30 @@ void validate_offload_ratio(double ratio, OffloadStrategy strategy) {
   }
 }
 
+StrategySpec parse_strategy_spec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  StrategySpec out;
+  out.strategy = parse_offload_strategy(spec.substr(0, colon));
+  if (colon != std::string::npos) {
+    const std::string ratio = spec.substr(colon + 1);
+    size_t used = 0;
+    try {
+      out.ratio = std::stod(ratio, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (ratio.empty() || used != ratio.size()) {
+      throw UsageError(cat(spec, ": the ratio after the colon must be a number in (0, 1], got '", ratio, "'"));
+    }
+    try {
+      validate_offload_ratio(out.ratio, out.strategy);
+    } catch (const UsageError& e) {
+      throw UsageError(cat(spec, ": ", e.what()));
+    }
+  }
+  return out;
+}
+
 std::string offload_spec_name(OffloadStrategy strategy, double ratio) {
   std::string name(offload_strategy_name(strategy));
   if (ratio >= 1) return name;

@@ -26,4 +26,12 @@ void validate_offload_ratio(double ratio, OffloadStrategy strategy);
 // "cpu_optimizer:0.8".
 std::string offload_spec_name(OffloadStrategy strategy, double ratio);
 
+// The inverse: NAME or NAME:RATIO. Throws UsageError, naming `spec`, for an unknown name or a ratio that is not a
+// number validate_offload_ratio accepts.
+struct StrategySpec {
+  OffloadStrategy strategy = OffloadStrategy::none;
+  double ratio = 1.0;
+};
+StrategySpec parse_strategy_spec(const std::string& spec);
+
 }  // namespace zb

@@ -46,6 +46,10 @@ TEST(CollectiveModel, AcrossNodesTheNetworkBoundsTheRingAndTheTreeWinsSmallBuffe
   const CollectiveTime small = collective_time(CollectiveKind::all_reduce, 1e6, cluster);
   EXPECT_STREQ(small.algorithm, "tree");
   EXPECT_NEAR(small.ms, 1e3 * (2 * 1e6 / 50e9 + 2 * (7 * 5e-6 + 6 * 10e-6)), 1e-9);
+  // One GPU a node: the network alone, its latency each step.
+  const CollectiveTime lone = collective_time(CollectiveKind::all_gather, big, CollectiveLinks{1, 4, 0, 0, 50, 10});
+  EXPECT_STREQ(lone.link, "inter-node");
+  EXPECT_NEAR(lone.ms, 1e3 * (0.75 * big / 50e9 + 3 * 10e-6), 1e-9);
   // A network faster than the node's bus leaves the node's bus the bound.
   EXPECT_STREQ(collective_time(CollectiveKind::all_gather, big, CollectiveLinks{8, 2, 300, 5, 400, 10}).link,
                "intra-node");
@@ -165,14 +169,16 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const StepTimePrediction p =
       *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_DOUBLE_EQ(p.cpu_optimizer_ms, 250);
-  EXPECT_DOUBLE_EQ(p.step_ms, 300);  // (at 1 GB/s the reduce-scatter and all-gather hide under the host update)
-  // At 1 MB/s they outlast it: the step pays the rest.
+  // The reduce-scatter runs in backward, before the host update; the all-gather of the new weights beside it.
+  ASSERT_EQ(p.collectives.size(), 2u);
+  ASSERT_EQ(p.collectives[0].kind, CollectiveKind::reduce_scatter);
+  EXPECT_NEAR(p.step_ms, 300 + kCollectiveContention * p.collectives[0].time.ms, 1e-9);  // (the gather hidden)
+  // At 0.2 MB/s the gather outlasts the host update: the step pays the rest.
   const StepTimePrediction slow = *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer),
-                                                     CollectiveLinks{2, 1, 0.001, 0, 0, 0}, why);
-  double comm_ms = 0;
-  for (const CollectiveEstimate& c : slow.collectives) comm_ms += c.time.ms;
-  EXPECT_GT(kCollectiveContention * comm_ms, 250);
-  EXPECT_NEAR(slow.collectives_ms, kCollectiveContention * comm_ms - 250, 1e-9);
+                                                     CollectiveLinks{2, 1, 0.0002, 0, 0, 0}, why);
+  const double reduce_ms = slow.collectives[0].time.ms, gather_ms = slow.collectives[1].time.ms;
+  EXPECT_GT(kCollectiveContention * gather_ms, 250);
+  EXPECT_NEAR(slow.collectives_ms, kCollectiveContention * reduce_ms + kCollectiveContention * gather_ms - 250, 1e-9);
   EXPECT_NEAR(slow.step_ms, 50 + 250 + slow.collectives_ms, 1e-9);
   // On two hosts of one GPU each, each host updates half.
   const StepTimePrediction apart =

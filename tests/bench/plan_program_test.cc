@@ -84,7 +84,10 @@ TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
             std::string::npos)
       << r.output;
   // One rank's step is its own basis: predicted as measured.
-  EXPECT_NE(r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1"), std::string::npos);
+  const size_t row = r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1");
+  ASSERT_NE(row, std::string::npos) << r.output;
+  const std::string line = r.output.substr(row, r.output.find('\n', row) - row);
+  EXPECT_NE(line.find("| +0.0%  |"), std::string::npos) << line;
   EXPECT_NE(r.output.find("step time: median error"), std::string::npos);
 }
 
@@ -218,6 +221,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --seq-length 4096",
                 "--seq-length"},
         BadPlan{"--profile PROFILE --validate /nonexistent.json", "--validate /nonexistent.json: cannot be read"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --nodes 2 --global-batch-size 8 --gpu-memory-gb 1 "
+                "--inter-node-gbps 0 --inter-node-latency-us 5",
+                "--inter-node-gbps must be above 0"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --nodes 2 --global-batch-size 8 --gpu-memory-gb 1 "
+                "--inter-node-gbps 50 --inter-node-latency-us -1",
+                "--inter-node-latency-us must be at least 0"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --nodes 0 --global-batch-size 8 --gpu-memory-gb 1", "--nodes"},
+        BadPlan{"--profile PROFILE --gpus-per-node 0 --global-batch-size 8 --gpu-memory-gb 1", "--gpus-per-node"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb -1", "--gpu-memory-gb"},
+        BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --seq-length 0",
+                "--seq-length"},
         BadPlan{"--profile PROFILE --gpus-per-node 2 --global-batch-size 8 --gpu-memory-gb 1 --model llama-tiny",
                 "--model llama-tiny is not of gpt2-tiny's family"},
         BadPlan{"--profile PROFILE --cluster /nonexistent.json --global-batch-size 8", "--cluster /nonexistent.json"}));

@@ -1,7 +1,8 @@
 // The engine's memory model (engine/memory_plan.h) against training itself, on the CPU backend under mpirun
 // (1-4 ranks): for every stage, offload strategy (and a partial ratio), accumulation, checkpointing mode, LoRA
 // and 8-bit moments, each rank's predicted peak per pool and in all equals, byte for byte, what its allocator
-// measured over construction and three steps. (A planner's promise that a configuration fits rests on this.)
+// measured over construction and three steps, and the offload's host memory (without speculation's spare state)
+// what its host allocator held. (A planner's promise that a configuration fits rests on this.)
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -86,6 +87,7 @@ TrainingOptions options_of(const PlanCase& c, const std::string& nvme_path) {
   o.zero.stage3_prefetch_bucket_size = c.prefetch;
   o.offload = c.offload;
   o.offload_ratio = c.ratio;
+  o.speculative_update = false;  // (its spare state takes what the host can spare: not planned)
   if (c.offload == OffloadStrategy::nvme) o.nvme_path = nvme_path;
   return o;
 }
@@ -100,11 +102,14 @@ TEST_P(MemoryPlanTest, PredictsEveryPoolsPeakAsTrainingMeasuresIt) {
   CpuBackend backend;
   auto data = make_synthetic_tokens({options.batch, options.seq, comm.rank(), comm.size()},
                                     options.model.vocab_size, 99);
+  size_t host_peak = 0;
   {
     Trainer trainer(options, backend, allocator, *data, &comm);
     for (int i = 0; i < 3; ++i) trainer.step();
+    host_peak = trainer.host_allocator().total().peak;
   }
   const MemoryPlan plan = plan_memory(options, comm.rank(), comm.size());
+  EXPECT_EQ(plan.host_bytes, host_peak) << "the offload's host memory on rank " << comm.rank();
   for (MemoryPool pool : kAllMemoryPools) {
     EXPECT_EQ(plan.pool(pool), allocator.usage(pool).peak) << memory_pool_name(pool) << " on rank " << comm.rank();
   }
