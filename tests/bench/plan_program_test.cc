@@ -65,7 +65,7 @@ class PlanProgram : public ::testing::Test {
     for (const char* run : {"one", "two"})
       for (const auto& entry : fs::directory_iterator((*dir_) / run))
         if (entry.path().extension() == ".json" && entry.path().filename().string().rfind("sweep_", 0) == 0)
-          files += " " + entry.path().string();
+          files.append(" ").append(entry.path().string());
     return files;
   }
 
