@@ -6,6 +6,8 @@
 # the profiles of each model are gathered into OUTPUT_DIR/profiles/, and `plan --validate` predicts every record
 # from the one-GPU entries and the host's collective rates, where the plan program is built.
 # Usage: scripts/gpu_plan_validation.sh OUTPUT_DIR [build]   (build: configure and build Release first)
+# ARCHIVE=1 packs OUTPUT_DIR into OUTPUT_DIR.tgz at the end and removes the folder (a machine that returns only a
+# few files of a run keeps them all so).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -43,3 +45,6 @@ for c in $cases; do
     "$bin/plan" --profile "$profile" --validate "$out/${label}"_*gpu/sweep_*.json | tee "$out/validation_$label.txt"
   fi
 done
+if [[ ${ARCHIVE:-0} == 1 ]]; then
+  tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out" && echo "archived: $out.tgz"
+fi
