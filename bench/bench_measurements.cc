@@ -183,7 +183,7 @@ void fill_measurements(BenchRecord& r, const TrainingOptions& options, const Tim
     r.skipped_steps = timed.skipped_steps;
   }
   if (settings.gpu_hour_usd) {
-    r.cost_per_1000_samples_usd = *settings.gpu_hour_usd * world / 3600.0 * (1000.0 / *r.samples_per_sec);
+    r.cost_per_1000_samples_usd = cost_per_1000_samples_usd(*settings.gpu_hour_usd, world, *r.samples_per_sec);
   }
   if (*r.gpu_peak_gb > 0) r.efficiency = tokens_per_second / *r.gpu_peak_gb;
 

@@ -112,6 +112,12 @@ struct BenchRecord {
 };
 
 
+// What 1,000 samples cost on `gpus` GPUs at `gpu_hour_usd` a GPU-hour, training `samples_per_second` (the
+// records' measured figure, the planner's predicted one).
+inline double cost_per_1000_samples_usd(double gpu_hour_usd, int gpus, double samples_per_second) {
+  return gpu_hour_usd * gpus / 3600.0 * (1000.0 / samples_per_second);
+}
+
 // A run's noise: the standard deviation of its step times over their mean (0 where either is missing), as the
 // recommendation and the regression check compare runs.
 double relative_step_spread(const std::optional<double>& step_time_stddev_ms, const std::optional<double>& mean_ms);

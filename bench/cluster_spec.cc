@@ -1,6 +1,8 @@
 #include "bench/cluster_spec.h"
 
-#include <set>
+#include <algorithm>
+#include <cmath>
+#include <iterator>
 
 #include "bench/json_file.h"
 #include "core/errors.h"
@@ -10,57 +12,65 @@ namespace zb {
 
 namespace {
 
-double number(const nlohmann::json& value, const std::string& where, double lowest, bool inclusive) {
-  if (!value.is_number()) throw UsageError(cat(where, " must be a number, not ", value.dump()));
-  const double v = value.get<double>();
-  if (inclusive ? v < lowest : v <= lowest) {
-    throw UsageError(cat(where, " must be ", inclusive ? "at least " : "above ", lowest, ", not ", value.dump()));
-  }
-  return v;
-}
+// Every figure of a cluster (its counts and GPU name aside), in the order the JSON has them.
+struct Figure {
+  const char* key;
+  std::optional<double> ClusterSpec::*field;
+  bool latency;  // at least 0; the others above 0
+};
+constexpr Figure kFigures[] = {{"gpu_memory_gb", &ClusterSpec::gpu_memory_gb, false},
+                               {"intra_node_gbps", &ClusterSpec::intra_node_gbps, false},
+                               {"intra_node_latency_us", &ClusterSpec::intra_node_latency_us, true},
+                               {"inter_node_gbps", &ClusterSpec::inter_node_gbps, false},
+                               {"inter_node_latency_us", &ClusterSpec::inter_node_latency_us, true},
+                               {"host_memory_gb", &ClusterSpec::host_memory_gb, false},
+                               {"host_cores", &ClusterSpec::host_cores, false},
+                               {"nvme_read_gbps", &ClusterSpec::nvme_read_gbps, false},
+                               {"nvme_write_gbps", &ClusterSpec::nvme_write_gbps, false}};
 
-int count(const nlohmann::json& value, const std::string& where) {
-  if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 1'000'000) {
-    throw UsageError(cat(where, " must be a whole number of at least 1, not ", value.dump()));
+int count(const nlohmann::json& value, const std::string& where, int most) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > most) {
+    throw UsageError(cat(where, " must be a whole number from 1 to ", most, ", not ", value.dump()));
   }
   return int(value.get<int64_t>());
 }
 
 }  // namespace
 
+void check_cluster_figures(const ClusterSpec& c, const std::function<std::string(const std::string& key)>& name) {
+  for (const Figure& f : kFigures) {
+    const std::optional<double>& v = c.*f.field;
+    if (v && !(std::isfinite(*v) && (f.latency ? *v >= 0 : *v > 0))) {
+      throw UsageError(cat(name(f.key), " must be ", f.latency ? "at least 0" : "above 0", ", not ", *v));
+    }
+  }
+}
+
 ClusterSpec parse_cluster_spec(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw UsageError(cat(source, ": a cluster is a JSON object of its figures"));
   ClusterSpec c;
-  const std::set<std::string> rates{"gpu_memory_gb",  "intra_node_gbps", "inter_node_gbps", "host_memory_gb",
-                                    "host_cores",     "nvme_read_gbps",  "nvme_write_gbps"};
-  const std::set<std::string> latencies{"intra_node_latency_us", "inter_node_latency_us"};
   for (const auto& [key, value] : json.items()) {
     const std::string where = cat(source, ": ", key);
+    const Figure* figure =
+        std::find_if(std::begin(kFigures), std::end(kFigures), [&](const Figure& f) { return key == f.key; });
     if (key == "gpu") {
       if (!value.is_string()) throw UsageError(cat(where, " must be a string (the GPU's name as a profile has it)"));
       c.gpu = value.get<std::string>();
     } else if (key == "gpus_per_node") {
-      c.gpus_per_node = count(value, where);
+      c.gpus_per_node = count(value, where, kMaxGpusPerNode);
     } else if (key == "nodes") {
-      c.nodes = count(value, where);
-    } else if (rates.count(key) || latencies.count(key)) {
-      const double v = number(value, where, 0, latencies.count(key) > 0);
-      std::optional<double>* field = key == "gpu_memory_gb"           ? &c.gpu_memory_gb
-                                     : key == "intra_node_gbps"       ? &c.intra_node_gbps
-                                     : key == "inter_node_gbps"       ? &c.inter_node_gbps
-                                     : key == "host_memory_gb"        ? &c.host_memory_gb
-                                     : key == "host_cores"            ? &c.host_cores
-                                     : key == "nvme_read_gbps"        ? &c.nvme_read_gbps
-                                     : key == "nvme_write_gbps"       ? &c.nvme_write_gbps
-                                     : key == "intra_node_latency_us" ? &c.intra_node_latency_us
-                                                                      : &c.inter_node_latency_us;
-      *field = v;
+      c.nodes = count(value, where, kMaxNodes);
+    } else if (figure != std::end(kFigures)) {
+      if (!value.is_number()) throw UsageError(cat(where, " must be a number, not ", value.dump()));
+      c.*figure->field = value.get<double>();
     } else {
-      throw UsageError(cat(where, ": unknown key; a cluster has gpu, gpus_per_node, nodes, gpu_memory_gb, "
-                                  "intra_node_gbps, intra_node_latency_us, inter_node_gbps, inter_node_latency_us, "
-                                  "host_memory_gb, host_cores, nvme_read_gbps and nvme_write_gbps"));
+      throw UsageError(cat(where,
+                           ": unknown key; a cluster has gpu, gpus_per_node, nodes, gpu_memory_gb, "
+                           "intra_node_gbps, intra_node_latency_us, inter_node_gbps, inter_node_latency_us, "
+                           "host_memory_gb, host_cores, nvme_read_gbps and nvme_write_gbps"));
     }
   }
+  check_cluster_figures(c, [&](const std::string& key) { return cat(source, ": ", key); });
   return c;
 }
 
@@ -74,18 +84,8 @@ ClusterSpec merge(const ClusterSpec& base, const ClusterSpec& over) {
   if (!over.gpu.empty()) c.gpu = over.gpu;
   if (over.gpus_per_node > 0) c.gpus_per_node = over.gpus_per_node;
   if (over.nodes > 0) c.nodes = over.nodes;
-  auto take = [](std::optional<double>& into, const std::optional<double>& from) {
-    if (from) into = from;
-  };
-  take(c.gpu_memory_gb, over.gpu_memory_gb);
-  take(c.intra_node_gbps, over.intra_node_gbps);
-  take(c.intra_node_latency_us, over.intra_node_latency_us);
-  take(c.inter_node_gbps, over.inter_node_gbps);
-  take(c.inter_node_latency_us, over.inter_node_latency_us);
-  take(c.host_memory_gb, over.host_memory_gb);
-  take(c.host_cores, over.host_cores);
-  take(c.nvme_read_gbps, over.nvme_read_gbps);
-  take(c.nvme_write_gbps, over.nvme_write_gbps);
+  for (const Figure& f : kFigures)
+    if (over.*f.field) c.*f.field = over.*f.field;
   return c;
 }
 
@@ -101,19 +101,9 @@ void check_plannable(const ClusterSpec& cluster) {
 }
 
 nlohmann::ordered_json to_json(const ClusterSpec& c) {
-  auto optional = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nullptr; };
-  return {{"gpu", c.gpu},
-          {"gpus_per_node", c.gpus_per_node},
-          {"nodes", c.node_count()},
-          {"gpu_memory_gb", optional(c.gpu_memory_gb)},
-          {"intra_node_gbps", optional(c.intra_node_gbps)},
-          {"intra_node_latency_us", optional(c.intra_node_latency_us)},
-          {"inter_node_gbps", optional(c.inter_node_gbps)},
-          {"inter_node_latency_us", optional(c.inter_node_latency_us)},
-          {"host_memory_gb", optional(c.host_memory_gb)},
-          {"host_cores", optional(c.host_cores)},
-          {"nvme_read_gbps", optional(c.nvme_read_gbps)},
-          {"nvme_write_gbps", optional(c.nvme_write_gbps)}};
+  nlohmann::ordered_json j{{"gpu", c.gpu}, {"gpus_per_node", c.gpus_per_node}, {"nodes", c.node_count()}};
+  for (const Figure& f : kFigures) j[f.key] = c.*f.field ? nlohmann::ordered_json(*(c.*f.field)) : nullptr;
+  return j;
 }
 
 }  // namespace zb

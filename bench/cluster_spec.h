@@ -10,15 +10,15 @@
 // figures must be given for more than one node.
 #pragma once
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace zb {
 
 struct ClusterSpec {
-  std::string gpu;  // empty: the profile's
+  std::string gpu;                   // empty: the profile's
   int gpus_per_node = 0, nodes = 0;  // 0: not given (nodes then 1)
   std::optional<double> gpu_memory_gb;
   std::optional<double> intra_node_gbps, intra_node_latency_us;
@@ -29,8 +29,15 @@ struct ClusterSpec {
   int gpus() const { return gpus_per_node * node_count(); }
 };
 
+// The largest node and cluster a plan takes.
+inline constexpr int kMaxGpusPerNode = 1024, kMaxNodes = 65536;
+
+// Throws UsageError for a figure given out of range (sizes and rates not above 0, latencies below 0, either not
+// finite), naming it as `name` of its key does ("--cluster c.json: inter_node_gbps", "--inter-node-gbps").
+void check_cluster_figures(const ClusterSpec& cluster, const std::function<std::string(const std::string& key)>& name);
+
 // Reads a cluster file; throws UsageError naming `source` and the key for an unknown key, a wrong type or a value
-// out of range (counts at least 1, rates and sizes above 0, latencies at least 0).
+// out of range (counts 1 to kMaxGpusPerNode or kMaxNodes, the figures as check_cluster_figures checks them).
 ClusterSpec parse_cluster_spec(const nlohmann::json& json, const std::string& source);
 ClusterSpec read_cluster_spec(const std::string& path);
 

@@ -5,8 +5,8 @@
 // `plan --validate RESULTS.json...` predicts measured results instead and prints predicted against measured.
 // Bad input (a flag out of range, a profile, cluster file or result file that cannot be read or holds values out of
 // range, several nodes without the network between them) exits 2 before any output is written.
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -33,29 +33,13 @@ using Json = nlohmann::ordered_json;
 
 struct PlanFlags {
   std::string profile, model, cluster_file, output_dir = "plans";
-  zb::ClusterSpec cluster;  // the flags' figures (unset where not given)
-  int gpus_per_node = 0, nodes = 0;  // -1: not given
+  zb::ClusterSpec cluster;             // the flags' figures (unset where not given)
+  int gpus_per_node = -1, nodes = -1;  // -1: not given
   int64_t global_batch = 0, seq = -1;  // seq -1: not given
   double gpu_hour_usd = 0, min_headroom_gb = 1.0;
   int top = 10;
   std::vector<std::string> validate;
 };
-
-// The flags' figures in range (the cluster file's are checked as it is read): sizes and rates above 0, latencies
-// at least 0.
-void check_figures(const zb::ClusterSpec& c) {
-  const std::pair<const char*, const std::optional<double>*> above_zero[] = {
-      {"--gpu-memory-gb", &c.gpu_memory_gb}, {"--intra-node-gbps", &c.intra_node_gbps},
-      {"--inter-node-gbps", &c.inter_node_gbps}, {"--host-memory-gb", &c.host_memory_gb}};
-  for (const auto& [flag, value] : above_zero) {
-    if (*value && !(**value > 0 && std::isfinite(**value))) throw zb::UsageError(zb::cat(flag, " must be above 0"));
-  }
-  const std::pair<const char*, const std::optional<double>*> at_least_zero[] = {
-      {"--intra-node-latency-us", &c.intra_node_latency_us}, {"--inter-node-latency-us", &c.inter_node_latency_us}};
-  for (const auto& [flag, value] : at_least_zero) {
-    if (*value && !(**value >= 0 && std::isfinite(**value))) throw zb::UsageError(zb::cat(flag, " must be at least 0"));
-  }
-}
 
 // An optional figure flag: unset unless given.
 void add_figure(po::options_description_easy_init& add, const char* name, std::optional<double>& into,
@@ -69,8 +53,10 @@ void add_plan_flags(po::options_description& options, PlanFlags& f) {
   add("model", po::value(&f.model),
       "the model to plan (default: the profile's); another of its family (Llama-2-70b from Llama-2-7b's profile) has "
       "its compute scaled by the work a token");
-  add("gpus-per-node", po::value(&f.gpus_per_node)->default_value(-1, ""), "GPUs in each node (1 to 1024)");
-  add("nodes", po::value(&f.nodes)->default_value(-1, ""), "nodes (default 1; at most 65536)");
+  add("gpus-per-node", po::value(&f.gpus_per_node)->default_value(-1, ""),
+      zb::cat("GPUs in each node (1 to ", zb::kMaxGpusPerNode, ")").c_str());
+  add("nodes", po::value(&f.nodes)->default_value(-1, ""),
+      zb::cat("nodes (default 1; at most ", zb::kMaxNodes, ")").c_str());
   add("global-batch-size", po::value(&f.global_batch), "samples an optimizer step, over every GPU");
   add("seq-length", po::value(&f.seq)->default_value(-1, ""),
       "tokens per sample (default: the one the profile measured most)");
@@ -97,12 +83,6 @@ void add_plan_flags(po::options_description& options, PlanFlags& f) {
       "result files (zero_bench, offload_bench, sweep records): predict each configuration and compare");
 }
 
-std::string fixed(double v, const char* format) {
-  char text[48];
-  std::snprintf(text, sizeof text, format, v);
-  return text;
-}
-
 Json plan_json(const zb::PlannedConfiguration& p, const zb::ClusterSpec& cluster) {
   const zb::TrainingOptions& o = p.options;
   Json pools = Json::object();
@@ -120,12 +100,13 @@ Json plan_json(const zb::PlannedConfiguration& p, const zb::ClusterSpec& cluster
          {"nodes", cluster.node_count()},
          {"fits", p.fits},
          {"why_not", p.why_not},
-         {"gpu_memory_gb", {{"pools", pools},
-                            {"engine_peak", double(p.memory.peak) / 1e9},
-                            {"backend_workspace", p.backend_workspace_gb},
-                            {"outside_engine", p.outside_engine_gb},
-                            {"total", p.gpu_total_gb},
-                            {"headroom", p.headroom_gb}}},
+         {"gpu_memory_gb",
+          {{"pools", pools},
+           {"engine_peak", double(p.memory.peak) / 1e9},
+           {"backend_workspace", p.backend_workspace_gb},
+           {"outside_engine", p.outside_engine_gb},
+           {"total", p.gpu_total_gb},
+           {"headroom", p.headroom_gb}}},
          {"host_memory_gb_per_rank", double(p.memory.host_bytes) / 1e9}};
   if (p.time) {
     const zb::StepTimePrediction& t = *p.time;
@@ -164,9 +145,20 @@ std::string csv_cell(const Json& v) {
 
 // The flat fields of each plan, the same columns for every row.
 std::string plans_csv(const std::vector<Json>& plans) {
-  const std::vector<std::string> columns{"stage", "strategy", "micro_batch", "grad_accum", "seq_length",
-                                         "activation_checkpointing", "gpus", "gpus_per_node", "nodes", "fits",
-                                         "why_not", "step_ms", "tokens_per_sec", "tokens_per_sec_per_gpu",
+  const std::vector<std::string> columns{"stage",
+                                         "strategy",
+                                         "micro_batch",
+                                         "grad_accum",
+                                         "seq_length",
+                                         "activation_checkpointing",
+                                         "gpus",
+                                         "gpus_per_node",
+                                         "nodes",
+                                         "fits",
+                                         "why_not",
+                                         "step_ms",
+                                         "tokens_per_sec",
+                                         "tokens_per_sec_per_gpu",
                                          "cost_per_1000_samples_usd"};
   std::string out = zb::join(columns, ",") + ",gpu_total_gb,headroom_gb\n";
   for (const Json& p : plans) {
@@ -180,14 +172,16 @@ std::string plans_csv(const std::vector<Json>& plans) {
 }
 
 std::string time_explanation(const zb::StepTimePrediction& t) {
-  std::string out = zb::cat("  step ", fixed(t.step_ms, "%.1f"), " ms = compute ", fixed(t.compute_ms, "%.1f"),
-                            " + optimizer ", fixed(t.optimizer_ms, "%.1f"), " + CPU optimizer ",
-                            fixed(t.cpu_optimizer_ms, "%.1f"), " + collectives and copies ",
-                            fixed(t.collectives_ms, "%.1f"), " (of which the one-GPU copies ",
-                            fixed(t.copies_ms, "%.1f"), ")\n");
+  std::string out =
+      zb::cat("  step ", zb::table_number(t.step_ms, "%.1f"), " ms = compute ", zb::table_number(t.compute_ms, "%.1f"),
+              " + optimizer ", zb::table_number(t.optimizer_ms, "%.1f"), " + CPU optimizer ",
+              zb::table_number(t.cpu_optimizer_ms, "%.1f"), " + collectives and copies ",
+              zb::table_number(t.collectives_ms, "%.1f"), " (of which the one-GPU copies ",
+              zb::table_number(t.copies_ms, "%.1f"), ")\n");
   for (const zb::CollectiveEstimate& c : t.collectives) {
-    out += zb::cat("  ", zb::collective_kind_name(c.kind), ": ", fixed(c.bytes / 1e9, "%.2f"), " GB a step, ",
-                   fixed(c.time.ms, "%.1f"), " ms (", c.time.algorithm, ", bound by the ", c.time.link, " link)\n");
+    out += zb::cat("  ", zb::collective_kind_name(c.kind), ": ", zb::table_number(c.bytes / 1e9, "%.2f"),
+                   " GB a step, ", zb::table_number(c.time.ms, "%.1f"), " ms (", c.time.algorithm, ", bound by the ",
+                   c.time.link, " link)\n");
   }
   out += "  basis: " + t.basis + "\n";
   return out;
@@ -208,9 +202,10 @@ std::string most_common(const zb::PlanProfile& profile, Field field) {
 
 int validate(const PlanFlags& f, const zb::PlanProfile& profile) {
   const zb::Validation v = zb::validate_plan(profile, f.validate);
-  std::printf("%s on %s: %zu configuration(s) predicted from the profile's one-GPU entries and the host's "
-              "collective rates\n%s",
-              profile.model.c_str(), profile.gpu.c_str(), v.rows.size(), zb::validation_report(v).c_str());
+  std::printf(
+      "%s on %s: %zu configuration(s) predicted from the profile's one-GPU entries and the host's "
+      "collective rates\n%s",
+      profile.model.c_str(), profile.gpu.c_str(), v.rows.size(), zb::validation_report(v).c_str());
   return 0;
 }
 
@@ -222,20 +217,19 @@ int plan(const PlanFlags& f) {
   if (!f.validate.empty()) return validate(f, profile);
 
   zb::ClusterSpec flags = f.cluster;
-  if (f.gpus_per_node != -1) {
-    if (f.gpus_per_node < 1 || f.gpus_per_node > 1024) throw zb::UsageError("--gpus-per-node must be 1 to 1024");
-    flags.gpus_per_node = f.gpus_per_node;
-  }
-  if (f.nodes != -1) {
-    if (f.nodes < 1 || f.nodes > 65536) throw zb::UsageError("--nodes must be 1 to 65536");
-    flags.nodes = f.nodes;
-  }
-  check_figures(flags);
+  auto take_count = [](int value, int most, const char* flag, int& into) {
+    if (value == -1) return;
+    if (value < 1 || value > most) throw zb::UsageError(zb::cat(flag, " must be 1 to ", most));
+    into = value;
+  };
+  take_count(f.gpus_per_node, zb::kMaxGpusPerNode, "--gpus-per-node", flags.gpus_per_node);
+  take_count(f.nodes, zb::kMaxNodes, "--nodes", flags.nodes);
+  zb::check_cluster_figures(flags, [](std::string key) {
+    std::replace(key.begin(), key.end(), '_', '-');
+    return "--" + key;
+  });
   zb::ClusterSpec cluster = f.cluster_file.empty() ? zb::ClusterSpec{} : zb::read_cluster_spec(f.cluster_file);
   cluster = zb::merge(cluster, flags);
-  if (cluster.gpus_per_node > 1024 || cluster.node_count() > 65536) {
-    throw zb::UsageError("--cluster: at most 1024 GPUs a node and 65536 nodes");
-  }
   zb::check_plannable(cluster);
   if (!cluster.gpu.empty() && cluster.gpu != profile.gpu) {
     throw zb::UsageError(zb::cat("--cluster: its GPU is ", cluster.gpu, ", the profile's ", profile.gpu,
@@ -251,8 +245,8 @@ int plan(const PlanFlags& f) {
   if (f.top < 1) throw zb::UsageError("--top must be at least 1");
   if (f.gpu_hour_usd < 0) throw zb::UsageError("--gpu-hour-usd must be at least 0");
   if (f.global_batch % cluster.gpus() != 0) {
-    throw zb::UsageError(zb::cat("--global-batch-size ", f.global_batch, " does not divide among ", cluster.gpus(),
-                                 " GPUs"));
+    throw zb::UsageError(
+        zb::cat("--global-batch-size ", f.global_batch, " does not divide among ", cluster.gpus(), " GPUs"));
   }
   zb::require_writable_folder(f.output_dir, "output-dir");
 
@@ -266,15 +260,17 @@ int plan(const PlanFlags& f) {
   if (!f.model.empty()) {
     const zb::TransformerConfig asked = zb::resolve_model(f.model);
     if (asked.norm != base.model.norm || asked.position != base.model.position || asked.mlp != base.model.mlp) {
-      throw zb::UsageError(zb::cat("--model ", f.model, " is not of ", profile.model,
-                                   "'s family (its norm, positions or MLP differ): profile it, or a model of its family"));
+      throw zb::UsageError(
+          zb::cat("--model ", f.model, " is not of ", profile.model,
+                  "'s family (its norm, positions or MLP differ): profile it, or a model of its family"));
     }
     base.model = asked;
   }
   const std::string seq = most_common(profile, [](const auto& c) { return std::to_string(c.seq_length); });
   base.seq = f.seq != -1 ? f.seq : seq.empty() ? 0 : std::stoll(seq);
   if (base.seq < 1 || base.seq > base.model.max_seq_len) {
-    throw zb::UsageError(zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", profile.model));
+    throw zb::UsageError(
+        zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", profile.model));
   }
   base.dtype = zb::parse_dtype(most_common(profile, [](const auto& c) { return c.dtype; }));
   zb::set_optimizer(base.optimizer, most_common(profile, [](const auto& c) { return c.optimizer; }));
@@ -290,10 +286,11 @@ int plan(const PlanFlags& f) {
   int shown = 0;
   for (const zb::PlannedConfiguration& p : plans) {
     if (shown++ == f.top) break;
-    rows.push_back({p.label(), zb::memory_text(p.gpu_total_gb), zb::memory_text(p.headroom_gb), p.time ? fixed(p.time->step_ms, "%.1f ms") : "-",
-                    p.time ? fixed(p.tokens_per_s_per_gpu, "%.0f") : "-",
-                    p.cost_per_1000_samples_usd ? fixed(*p.cost_per_1000_samples_usd, "%.4f") : "-",
-                    p.fits && p.time ? "fits" : p.why_not});
+    const std::optional<double> step = p.time ? std::optional(p.time->step_ms) : std::nullopt,
+                                per_gpu = p.time ? std::optional(p.tokens_per_s_per_gpu) : std::nullopt;
+    rows.push_back({p.label(), zb::memory_text(p.gpu_total_gb), zb::memory_text(p.headroom_gb),
+                    zb::table_number(step, "%.1f ms"), zb::table_number(per_gpu, "%.0f"),
+                    zb::table_number(p.cost_per_1000_samples_usd, "%.4f"), p.fits && p.time ? "fits" : p.why_not});
   }
   std::printf("%s", zb::text_table(rows).c_str());
 
@@ -328,8 +325,7 @@ int plan(const PlanFlags& f) {
   const fs::path base_file(base_path);
   const std::string ds_path =
       (base_file.parent_path() / ("ds_config_planned" + base_file.filename().string().substr(4) + ".json")).string();
-  zb::write_file_atomically(ds_path,
-                            zb::deepspeed_config_json(zb::deepspeed_settings(best.options)).dump(2) + "\n");
+  zb::write_file_atomically(ds_path, zb::deepspeed_config_json(zb::deepspeed_settings(best.options)).dump(2) + "\n");
   std::printf("DeepSpeed config of the best: %s\n", ds_path.c_str());
   const std::string caveat = zb::deepspeed_caveat(best.options);
   if (!caveat.empty()) std::printf("(%s)\n", caveat.c_str());

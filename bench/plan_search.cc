@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "bench/bench_record.h"
 #include "core/errors.h"
 #include "core/strings.h"
 #include "engine/offload_strategy.h"
@@ -38,8 +39,10 @@ double measured_most(const PlanProfile& profile, const TrainingOptions& o, int w
 
 std::string memory_text(double gb) {
   char text[32];
-  if (std::abs(gb) >= 0.1) std::snprintf(text, sizeof text, "%.2f GB", gb);
-  else std::snprintf(text, sizeof text, "%.2f MB", gb * 1e3);
+  if (std::abs(gb) >= 0.1)
+    std::snprintf(text, sizeof text, "%.2f GB", gb);
+  else
+    std::snprintf(text, sizeof text, "%.2f MB", gb * 1e3);
   return text;
 }
 
@@ -85,12 +88,10 @@ PlannedConfiguration plan_configuration(const PlanProfile& profile, const Traini
   PlannedConfiguration p;
   p.options = options;
   p.world = links.ranks();
-  p.backend_workspace_gb = measured_most(profile, options, p.world, [](const ProfiledEntry& e) {
-    return e.backend_workspace_gb;
-  });
-  p.outside_engine_gb = measured_most(profile, options, p.world, [](const ProfiledEntry& e) {
-    return e.outside_engine_gb;
-  });
+  p.backend_workspace_gb =
+      measured_most(profile, options, p.world, [](const ProfiledEntry& e) { return e.backend_workspace_gb; });
+  p.outside_engine_gb =
+      measured_most(profile, options, p.world, [](const ProfiledEntry& e) { return e.outside_engine_gb; });
   const size_t workspace = size_t(p.backend_workspace_gb * kGB);
   // Ranks hold equal shards; the first and the last are where padding and persistent units could differ.
   p.memory = plan_memory(options, 0, p.world, workspace);
@@ -122,8 +123,8 @@ PlannedConfiguration plan_configuration(const PlanProfile& profile, const Traini
   p.tokens_per_s = tokens / (p.time->step_ms / 1e3);
   p.tokens_per_s_per_gpu = p.tokens_per_s / p.world;
   if (gpu_hour_usd) {
-    const double samples_per_s = p.tokens_per_s / double(options.seq);
-    p.cost_per_1000_samples_usd = *gpu_hour_usd * p.world / 3600.0 * 1000.0 / samples_per_s;
+    p.cost_per_1000_samples_usd =
+        cost_per_1000_samples_usd(*gpu_hour_usd, p.world, p.tokens_per_s / double(options.seq));
   }
   return p;
 }
@@ -135,31 +136,34 @@ std::vector<PlannedConfiguration> search_plans(const PlanProfile& profile, const
   // The strategies and checkpointing modes the profile measured (a strategy that ran on several GPUs only is timed
   // from another's one-GPU run; full checkpointing is also estimated), and every micro-batch that divides a GPU's
   // share of the global batch.
-  std::set<std::string> strategies{"none"};
-  std::set<std::string> checkpointing{"none", "full"};
+  std::set<std::string> strategy_names{"none"}, checkpointing_names{"none", "full"};
   for (const ProfiledEntry& e : profile.entries) {
-    strategies.insert(e.configuration.strategy);
-    checkpointing.insert(e.configuration.activation_checkpointing);
+    strategy_names.insert(e.configuration.strategy);
+    checkpointing_names.insert(e.configuration.activation_checkpointing);
   }
+  std::vector<StrategySpec> strategies;
+  for (const std::string& name : strategy_names) strategies.push_back(parse_strategy_spec(name));
+  std::vector<ActivationCheckpointing> checkpointing;
+  for (const std::string& name : checkpointing_names) checkpointing.push_back(parse_activation_checkpointing(name));
   std::vector<PlannedConfiguration> plans;
+  if (settings.global_batch % world != 0) return plans;
   const int64_t per_gpu = settings.global_batch / world;
   for (int64_t micro = 1; micro <= per_gpu; ++micro) {
-    if (per_gpu % micro != 0 || settings.global_batch % world != 0) continue;
-    for (const std::string& ckpt : checkpointing) {
+    if (per_gpu % micro != 0) continue;
+    for (const ActivationCheckpointing ckpt : checkpointing) {
       for (int stage = 0; stage <= 3; ++stage) {
-        for (const std::string& spec : strategies) {
+        for (const StrategySpec& spec : strategies) {
           TrainingOptions o = settings.base;
           o.batch = micro;
-          o.grad_accum = settings.global_batch / (micro * world);
-          o.activation_checkpointing = parse_activation_checkpointing(ckpt);
+          o.grad_accum = per_gpu / micro;
+          o.activation_checkpointing = ckpt;
           o.zero.stage = stage;
-          const StrategySpec parsed = parse_strategy_spec(spec);
-          o.offload = parsed.strategy;
-          o.offload_ratio = parsed.ratio;
-          if (o.offload != OffloadStrategy::none && stage == 0) continue;  // (DeepSpeed offloads from stage 1)
+          o.offload = spec.strategy;
+          o.offload_ratio = spec.ratio;
+          if (o.offload != OffloadStrategy::none && stage == 0) continue;      // (DeepSpeed offloads from stage 1)
           if (o.offload == OffloadStrategy::cpu_full && stage != 3) continue;  // (parameters offload in stage 3)
-          plans.push_back(plan_configuration(profile, o, cluster, links, settings.min_headroom_gb,
-                                             settings.gpu_hour_usd));
+          plans.push_back(
+              plan_configuration(profile, o, cluster, links, settings.min_headroom_gb, settings.gpu_hour_usd));
         }
       }
     }

@@ -1,7 +1,7 @@
 // The search of `plan`: every stage, offload strategy the profile measured (and none), micro-batch dividing a GPU's
-// share of the global batch and checkpointing mode (those measured, and none and full) on the cluster's GPUs, each with its memory (the engine's own plan,
-// engine/memory_plan.h, plus what the profile measured outside it), whether it fits with the headroom asked for,
-// its predicted step time by phase (bench/step_time_model.h), its throughput and cost.
+// share of the global batch and checkpointing mode (those measured, and none and full) on the cluster's GPUs, each with
+// its memory (the engine's own plan, engine/memory_plan.h, plus what the profile measured outside it), whether it fits
+// with the headroom asked for, its predicted step time by phase (bench/step_time_model.h), its throughput and cost.
 #pragma once
 
 #include <optional>
@@ -17,23 +17,23 @@
 namespace zb {
 
 struct PlanSettings {
-  ClusterSpec cluster;            // checked: check_plannable, gpu_memory_gb set
-  int64_t global_batch = 0;       // samples an optimizer step, over every GPU
-  TrainingOptions base;           // model, seq, dtype, optimizer, ZeRO knobs; the rest is searched
-  double min_headroom_gb = 1.0;   // what must stay free on each GPU for a configuration to fit
+  ClusterSpec cluster;           // checked: check_plannable, gpu_memory_gb set
+  int64_t global_batch = 0;      // samples an optimizer step, over every GPU
+  TrainingOptions base;          // model, seq, dtype, optimizer, ZeRO knobs; the rest is searched
+  double min_headroom_gb = 1.0;  // what must stay free on each GPU for a configuration to fit
   std::optional<double> gpu_hour_usd;
 };
 
 struct PlannedConfiguration {
   TrainingOptions options;
   int world = 1;
-  MemoryPlan memory;                  // the worst rank's
-  double backend_workspace_gb = 0;    // in memory.peak: the profile's, for the backend's GEMM workspaces and scratch
-  double outside_engine_gb = 0;       // the CUDA context and libraries, measured (not in memory.peak)
-  double gpu_total_gb = 0;            // memory.peak + outside_engine_gb
-  double headroom_gb = 0;             // the GPU's memory less gpu_total_gb
+  MemoryPlan memory;                // the worst rank's
+  double backend_workspace_gb = 0;  // in memory.peak: the profile's, for the backend's GEMM workspaces and scratch
+  double outside_engine_gb = 0;     // the CUDA context and libraries, measured (not in memory.peak)
+  double gpu_total_gb = 0;          // memory.peak + outside_engine_gb
+  double headroom_gb = 0;           // the GPU's memory less gpu_total_gb
   bool fits = false;
-  std::string why_not;                // where it does not fit, or cannot be timed
+  std::string why_not;  // where it does not fit, or cannot be timed
   std::optional<StepTimePrediction> time;
   double tokens_per_s = 0, tokens_per_s_per_gpu = 0;
   std::optional<double> cost_per_1000_samples_usd;

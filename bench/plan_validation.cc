@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "bench/json_file.h"
@@ -64,16 +63,11 @@ Summary summarise(std::vector<double> errors) {
   return {median, errors.back()};
 }
 
-std::string fixed(const std::optional<double>& v, const char* format) {
-  if (!v) return "-";
-  char text[48];
-  std::snprintf(text, sizeof text, format, *v);
-  return text;
-}
-
 }  // namespace
 
-std::optional<double> ValidationRow::time_error_pct() const { return error_pct(predicted_ms, measured_ms); }
+std::optional<double> ValidationRow::time_error_pct() const {
+  return error_pct(predicted_ms, measured_ms);
+}
 std::optional<double> ValidationRow::memory_error_pct() const {
   return error_pct(predicted_peak_gb, measured_peak_gb);
 }
@@ -110,8 +104,10 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
         row.label = cat(row.world, " GPU", row.world > 1 ? "s" : "", ", ", planned.label());
         row.predicted_peak_gb = double(planned.memory.peak) / 1e9;
         row.predicted_fit = planned.fits;
-        if (planned.time) row.predicted_ms = planned.time->step_ms;
-        else row.note = planned.why_not;
+        if (planned.time)
+          row.predicted_ms = planned.time->step_ms;
+        else
+          row.note = planned.why_not;
         if (row.status == "ok") {
           row.measured_ms = number(r, "avg_step_time_ms");
           row.measured_peak_gb = number(r, "gpu_peak_gb");
@@ -139,20 +135,20 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
 }
 
 std::string validation_report(const Validation& v) {
-  std::vector<std::vector<std::string>> rows{
-      {"Configuration", "Status", "Step (measured)", "Step (predicted)", "Error", "Peak (measured)",
-       "Peak (predicted)", "Error"}};
+  std::vector<std::vector<std::string>> rows{{"Configuration", "Status", "Step (measured)", "Step (predicted)", "Error",
+                                              "Peak (measured)", "Peak (predicted)", "Error"}};
   for (const ValidationRow& r : v.rows) {
-    rows.push_back({r.label, r.status, fixed(r.measured_ms, "%.1f ms"), fixed(r.predicted_ms, "%.1f ms"),
-                    fixed(r.time_error_pct(), "%+.1f%%"), r.measured_peak_gb ? memory_text(*r.measured_peak_gb) : "-",
-                    r.predicted_peak_gb ? memory_text(*r.predicted_peak_gb) : "-", fixed(r.memory_error_pct(), "%+.2f%%")});
+    rows.push_back(
+        {r.label, r.status, table_number(r.measured_ms, "%.1f ms"), table_number(r.predicted_ms, "%.1f ms"),
+         table_number(r.time_error_pct(), "%+.1f%%"), r.measured_peak_gb ? memory_text(*r.measured_peak_gb) : "-",
+         r.predicted_peak_gb ? memory_text(*r.predicted_peak_gb) : "-", table_number(r.memory_error_pct(), "%+.2f%%")});
     if (!r.note.empty()) rows.back().back() += "  (" + r.note + ")";
   }
   std::string out = text_table(rows);
-  out += cat("step time: median error ", fixed(v.median_time_error_pct, "%.1f%%"), ", worst ",
-             fixed(v.worst_time_error_pct, "%.1f%%"), "\n");
-  out += cat("peak memory: median error ", fixed(v.median_memory_error_pct, "%.2f%%"), ", worst ",
-             fixed(v.worst_memory_error_pct, "%.2f%%"), "; ", v.false_fits,
+  out += cat("step time: median error ", table_number(v.median_time_error_pct, "%.1f%%"), ", worst ",
+             table_number(v.worst_time_error_pct, "%.1f%%"), "\n");
+  out += cat("peak memory: median error ", table_number(v.median_memory_error_pct, "%.2f%%"), ", worst ",
+             table_number(v.worst_memory_error_pct, "%.2f%%"), "; ", v.false_fits,
              " configuration(s) that ran out of memory called fitting\n");
   for (const std::string& s : v.skipped) out += "left out: " + s + "\n";
   return out;

@@ -62,10 +62,13 @@ std::optional<Basis> find_basis_of(const PlanProfile& profile, const TrainingOpt
   auto distance = [&](const ProfiledEntry* e) {
     return std::abs(std::log(double(e->configuration.micro_batch) / double(options.batch)));
   };
-  const double nearest = distance(*std::min_element(
-      kind.begin(), kind.end(), [&](const ProfiledEntry* a, const ProfiledEntry* b) { return distance(a) < distance(b); }));
+  const double nearest =
+      distance(*std::min_element(kind.begin(), kind.end(), [&](const ProfiledEntry* a, const ProfiledEntry* b) {
+        return distance(a) < distance(b);
+      }));
   std::erase_if(kind, [&](const ProfiledEntry* e) { return distance(e) > nearest + 1e-12; });
-  std::sort(kind.begin(), kind.end(), [](const ProfiledEntry* a, const ProfiledEntry* b) { return a->step_ms < b->step_ms; });
+  std::sort(kind.begin(), kind.end(),
+            [](const ProfiledEntry* a, const ProfiledEntry* b) { return a->step_ms < b->step_ms; });
   basis.entry = *kind[kind.size() / 2];
   return basis;
 }
@@ -107,17 +110,17 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   const ProfiledConfiguration& bc = b.configuration;
   const int world = links.ranks();
   StepTimePrediction p;
-  p.basis = cat("one GPU, stage ", bc.stage, ", micro-batch ", bc.micro_batch, ", accumulation ", bc.grad_accum,
-                found->estimated_checkpointing ? ", without checkpointing (full checkpointing's recompute estimated)"
-                                               : "");
+  p.basis =
+      cat("one GPU, stage ", bc.stage, ", micro-batch ", bc.micro_batch, ", accumulation ", bc.grad_accum,
+          found->estimated_checkpointing ? ", without checkpointing (full checkpointing's recompute estimated)" : "");
 
   // The micro-batches' work, scaled to this configuration's tokens and accumulation, and for another model of the
   // profile's family to its work a token.
   const TransformerConfig profiled = resolve_model(profile.model);
-  const double model_work = training_flops_per_token(options.model, options.seq) /
-                            training_flops_per_token(profiled, options.seq);
-  const double scale = double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) /
-                       double(bc.grad_accum) * model_work;
+  const double model_work =
+      training_flops_per_token(options.model, options.seq) / training_flops_per_token(profiled, options.seq);
+  const double scale =
+      double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) / double(bc.grad_accum) * model_work;
   if (options.model.name != profile.model) {
     p.basis += cat("; scaled from ", profile.model, " by the work a token (x", model_work, ")");
   }
@@ -132,26 +135,25 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   if (found->units_only) p.basis += cat("; its units' compute alone (a ", bc.strategy, " run)");
   p.compute_ms = std::max(0.0, basis_work) * scale;
   if (found->estimated_checkpointing) {
-    p.compute_ms += b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) *
-                    model_work;
+    p.compute_ms +=
+        b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) * model_work;
   }
   // The one-GPU copies move the weights and gradients once a micro-batch, whatever its size: they grow with the
   // micro-batches and the parameters.
-  const ParameterLayout profiled_layout(profiled);
-  p.copies_ms = copies * double(options.grad_accum) / double(bc.grad_accum) *
-                double(ParameterLayout(options.model).total_numel()) / double(profiled_layout.total_numel());
+  const ParameterLayout layout(options.model), profiled_layout(profiled);
+  p.copies_ms = copies * double(options.grad_accum) / double(bc.grad_accum) * double(layout.total_numel()) /
+                double(profiled_layout.total_numel());
 
   // This rank's share of the updates.
-  const ParameterLayout layout(options.model);
   const ShardGeometry geometry = shard_geometry(options, 0, world);
   const double host_share = ParameterStore::host_optimizer_share(layout, geometry);
   const double trainable = double(layout.trainable_numel());
   const double rank_share = options.zero.stage >= 1 ? 1.0 / world : 1.0;
   // The basis's time a parameter, or where its update ran elsewhere, the profile's median.
-  const std::optional<double> gpu_rate = b.gpu_parameters > 0 ? b.gpu_optimizer_ms / b.gpu_parameters
-                                                               : ms_per_parameter(profile, options, true);
-  const std::optional<double> cpu_rate = b.cpu_parameters > 0 ? b.cpu_optimizer_ms / b.cpu_parameters
-                                                               : ms_per_parameter(profile, options, false);
+  const std::optional<double> gpu_rate =
+      b.gpu_parameters > 0 ? b.gpu_optimizer_ms / b.gpu_parameters : ms_per_parameter(profile, options, true);
+  const std::optional<double> cpu_rate =
+      b.cpu_parameters > 0 ? b.cpu_optimizer_ms / b.cpu_parameters : ms_per_parameter(profile, options, false);
   if (host_share < 1) {
     if (!gpu_rate) {
       why = "the profile has no update on the device to time this configuration's by";
@@ -170,8 +172,8 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     const double slowdown = measured.value_or(double(links.gpus_per_node));
     p.cpu_optimizer_ms = *cpu_rate * trainable * rank_share * host_share * slowdown;
     if (!measured && links.gpus_per_node > 1) {
-      p.basis += cat("; the host's CPU optimizer rate with ", links.gpus_per_node,
-                     " ranks not measured: one rank's, shared");
+      p.basis +=
+          cat("; the host's CPU optimizer rate with ", links.gpus_per_node, " ranks not measured: one rank's, shared");
     }
   }
 
@@ -197,10 +199,10 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
         // Forward and backward gathers, less what the slots keep: the basis's own, where it ran stage 3.
         // (The basis gathered all its model's weights, frozen ones too.)
         auto gathered = b.collective_bytes.find("all_gather");
-        const double per_micro = bc.stage == 3 && gathered != b.collective_bytes.end() && gathered->second > 0
-                                     ? gathered->second / double(bc.grad_accum) /
-                                           (double(profiled_layout.total_numel()) * bytes)
-                                     : 2.0;
+        const double per_micro =
+            bc.stage == 3 && gathered != b.collective_bytes.end() && gathered->second > 0
+                ? gathered->second / double(bc.grad_accum) / (double(profiled_layout.total_numel()) * bytes)
+                : 2.0;
         add(CollectiveKind::all_gather, phi * per_micro * micro);
         add(CollectiveKind::reduce_scatter, psi * micro);
       }

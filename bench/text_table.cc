@@ -1,6 +1,7 @@
 #include "bench/text_table.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace zb {
 
@@ -24,6 +25,13 @@ std::string text_table(const std::vector<std::vector<std::string>>& rows) {
     }
   }
   return out;
+}
+
+std::string table_number(const std::optional<double>& value, const char* format) {
+  if (!value) return "-";
+  char text[48];
+  std::snprintf(text, sizeof text, format, *value);
+  return text;
 }
 
 }  // namespace zb

@@ -25,8 +25,7 @@ TEST(CollectiveModel, RingTimesFollowNcclsBusBandwidth) {
   EXPECT_STREQ(collective_time(CollectiveKind::all_gather, bytes, node).link, "intra-node");
   // Latency: a step of the ring each.
   node.intra_node_latency_us = 10;
-  EXPECT_NEAR(collective_time(CollectiveKind::all_gather, bytes, node).ms, 1e3 * 0.75 * bytes / 100e9 + 3 * 0.01,
-              1e-9);
+  EXPECT_NEAR(collective_time(CollectiveKind::all_gather, bytes, node).ms, 1e3 * 0.75 * bytes / 100e9 + 3 * 0.01, 1e-9);
   // One rank: nothing to do.
   EXPECT_EQ(collective_time(CollectiveKind::all_reduce, bytes, CollectiveLinks{1, 1, 100, 0, 0, 0}).ms, 0);
 }
@@ -41,7 +40,8 @@ TEST(CollectiveModel, AcrossNodesTheNetworkBoundsTheRingAndTheTreeWinsSmallBuffe
   // On 4 nodes a large all-reduce goes round the ring (about half the tree's bytes a link); on 64 its 2 x 511 steps'
   // latency tips it to the tree. A small one goes up and down the tree (2 x 7 chain steps and 2 x log2(64) network
   // hops).
-  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, CollectiveLinks{8, 4, 300, 5, 50, 10}).algorithm, "ring");
+  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, CollectiveLinks{8, 4, 300, 5, 50, 10}).algorithm,
+               "ring");
   EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, cluster).algorithm, "tree");
   const CollectiveTime small = collective_time(CollectiveKind::all_reduce, 1e6, cluster);
   EXPECT_STREQ(small.algorithm, "tree");
@@ -130,7 +130,8 @@ TEST(StepTimeModel, OneGpuGivesItsBasisBack) {
   EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(0), one, why)->step_ms, 100);
   EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(3), one, why)->step_ms, 110);
   EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), one, why)->step_ms, 300);
-  // Stage 2 has no entry of its own: the nearest stage measured (3) is its basis; stage 1's is the nearer of two as near.
+  // Stage 2 has no entry of its own: the nearest stage measured (3) is its basis; stage 1's is the nearer of two as
+  // near.
   EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(2), one, why)->step_ms, 110);
   EXPECT_DOUBLE_EQ(predict_step_time(profile, tiny_options(1), one, why)->step_ms, 100);
 }
@@ -166,8 +167,8 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const PlanProfile profile = tiny_profile();
   std::string why;
   // Two ranks on one host update half the parameters each, at half the rate one rank had.
-  const StepTimePrediction p =
-      *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
+  const StepTimePrediction p = *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                  CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_DOUBLE_EQ(p.cpu_optimizer_ms, 250);
   // The reduce-scatter runs in backward, before the host update; the all-gather of the new weights beside it.
   ASSERT_EQ(p.collectives.size(), 2u);
@@ -181,8 +182,8 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   EXPECT_NEAR(slow.collectives_ms, kCollectiveContention * reduce_ms + kCollectiveContention * gather_ms - 250, 1e-9);
   EXPECT_NEAR(slow.step_ms, 50 + 250 + slow.collectives_ms, 1e-9);
   // On two hosts of one GPU each, each host updates half.
-  const StepTimePrediction apart =
-      *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{1, 2, 1, 0, 1, 0}, why);
+  const StepTimePrediction apart = *predict_step_time(profile, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                      CollectiveLinks{1, 2, 1, 0, 1, 0}, why);
   EXPECT_DOUBLE_EQ(apart.cpu_optimizer_ms, 125);
   // Where the host measured a rank's rate alone (2e9 a second) and with two ranks at once (1.5e9 each), a rank's
   // half takes 2 / 1.5 of its share of one rank's time.
@@ -192,8 +193,8 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   shared.world_size = shared.ranks_per_host = 2;
   shared.host_optimizer_gparams_per_s = 1.5;
   measured.machines.insert(measured.machines.end(), {alone, shared});
-  const StepTimePrediction rated =
-      *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer), CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
+  const StepTimePrediction rated = *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                      CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_NEAR(rated.cpu_optimizer_ms, 125 * 2 / 1.5, 1e-9);
 }
 
@@ -219,8 +220,8 @@ TEST(StepTimeModel, TakesTheUnitsOfAnotherStrategyWhereItsOwnDidNotRun) {
   PlanProfile profile = tiny_profile();
   profile.entries.front().other_compute_ms = 2;
   std::string why;
-  const StepTimePrediction full = *predict_step_time(profile, tiny_options(3, OffloadStrategy::cpu_full),
-                                                     CollectiveLinks{}, why);
+  const StepTimePrediction full =
+      *predict_step_time(profile, tiny_options(3, OffloadStrategy::cpu_full), CollectiveLinks{}, why);
   // Stage 3's none run is the nearest: its units' forward (0.3 x 100) and backward (0 here), no update of its own;
   // the host's update at the cpu_optimizer run's time a parameter.
   EXPECT_NE(full.basis.find("its units' compute alone (a none run)"), std::string::npos) << full.basis;

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bench/deepspeed_config.h"
 #include "engine/memory_plan.h"
@@ -34,15 +34,15 @@ class PlanProgram : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() / ("zb_plan_program_" + std::to_string(::getpid())));
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
-    const ProgramResult one = run_program(
-        "sweep", kSweep + "--stages 0 3 --strategies none --output-dir " + ((*dir_) / "one").string());
+    const ProgramResult one =
+        run_program("sweep", kSweep + "--stages 0 3 --strategies none --output-dir " + ((*dir_) / "one").string());
     ASSERT_EQ(one.exit_code, 0) << one.output;
     const ProgramResult offload = run_program(
         "sweep", kSweep + "--stages 1 --strategies cpu_optimizer --output-dir " + ((*dir_) / "one").string());
     ASSERT_EQ(offload.exit_code, 0) << offload.output;
-    const ProgramResult two = run_job(
-        "sweep", kSweep + "--stages 0 1 2 3 --strategies none cpu_optimizer --output-dir " +
-                     ((*dir_) / "two").string());
+    const ProgramResult two =
+        run_job("sweep",
+                kSweep + "--stages 0 1 2 3 --strategies none cpu_optimizer --output-dir " + ((*dir_) / "two").string());
     ASSERT_EQ(two.exit_code, 0) << two.output;
     const ProgramResult gathered =
         run_program("sweep", "--gather " + ((*dir_) / "one").string() + " " + ((*dir_) / "two").string() +
@@ -121,8 +121,7 @@ TEST_F(PlanProgram, PlansANodeAndWritesEveryConfigurationAndTheBestAsADeepSpeedC
   o.seq = 32;
   o.zero.stage = best.at("stage").get<int>();
   o.offload = parse_offload_strategy(best.at("strategy").get<std::string>());
-  o.activation_checkpointing =
-      parse_activation_checkpointing(best.at("activation_checkpointing").get<std::string>());
+  o.activation_checkpointing = parse_activation_checkpointing(best.at("activation_checkpointing").get<std::string>());
   EXPECT_DOUBLE_EQ(best.at("gpu_memory_gb").at("engine_peak").get<double>(), double(plan_memory(o, 0, 2).peak) / 1e9);
   EXPECT_GT(best.at("cost_per_1000_samples_usd").get<double>(), 0);
   // The CSV has a row a plan; the DeepSpeed config is the best's, and DeepSpeed's reader takes it.
@@ -198,7 +197,9 @@ struct BadPlan {
   std::string arguments, expected;
 };
 
-void PrintTo(const BadPlan& c, std::ostream* os) { *os << c.arguments; }
+void PrintTo(const BadPlan& c, std::ostream* os) {
+  *os << c.arguments;
+}
 
 class PlanBadInput : public PlanProgram, public ::testing::WithParamInterface<BadPlan> {};
 
@@ -207,7 +208,8 @@ TEST_P(PlanBadInput, ExitsTwoNamingTheFlag) {
   std::string arguments = GetParam().arguments;
   for (std::string token : {std::string("PROFILE"), std::string("OUT")}) {
     const size_t at = arguments.find(token);
-    if (at != std::string::npos) arguments.replace(at, token.size(), token == "PROFILE" ? profile() : out.path().string());
+    if (at != std::string::npos)
+      arguments.replace(at, token.size(), token == "PROFILE" ? profile() : out.path().string());
   }
   const ProgramResult r = run_program("plan", arguments);
   EXPECT_EQ(r.exit_code, 2) << arguments << "\n" << r.output;
