@@ -175,6 +175,8 @@ void fill_measurements(BenchRecord& r, const TrainingOptions& options, const Tim
     r.offload_cpu_optimizer_ms = o.cpu_ms / n;
     r.offload_to_device_ms = o.to_device_ms / n;
     r.offload_wait_ms = o.update_wait_ms / n;
+    r.offload_speculation_kept_ms = o.speculation_kept_ms / n;
+    r.offload_speculation_discarded_ms = o.speculation_discarded_ms / n;
   }
   r.loss_first = timed.loss_first;
   r.loss_last = timed.loss_last;

@@ -91,6 +91,8 @@ nlohmann::ordered_json to_json(const BenchRecord& r) {
   number("offload_cpu_optimizer_ms", r.offload_cpu_optimizer_ms);
   number("offload_to_device_ms", r.offload_to_device_ms);
   number("offload_wait_ms", r.offload_wait_ms);
+  number("offload_speculation_kept_ms", r.offload_speculation_kept_ms);
+  number("offload_speculation_discarded_ms", r.offload_speculation_discarded_ms);
   number("nvme_read_ms", r.nvme_read_ms);
   number("nvme_write_ms", r.nvme_write_ms);
   number("loss_first", r.loss_first);

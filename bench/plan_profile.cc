@@ -75,17 +75,24 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
 
 std::optional<double> PlanProfile::host_optimizer_slowdown(int ranks) const {
   if (ranks == 1) return 1.0;
+  // Each host's one-rank rate over its rate a rank with `ranks` ranks at once; where no host measured `ranks`, with
+  // the most ranks measured below it, whose host's memory `ranks` share beyond.
   std::vector<double> slowdowns;
+  int measured_ranks = 0;
+  for (const ProfiledMachine& shared : machines)
+    if (shared.host_optimizer_gparams_per_s && shared.ranks_per_host > 1 && shared.ranks_per_host <= ranks)
+      measured_ranks = std::max(measured_ranks, shared.ranks_per_host);
+  if (measured_ranks == 0) return std::nullopt;
   for (const ProfiledMachine& alone : machines) {
     if (alone.ranks_per_host != 1 || !alone.host_optimizer_gparams_per_s) continue;
     for (const ProfiledMachine& shared : machines) {
-      if (shared.host == alone.host && shared.ranks_per_host == ranks && shared.host_optimizer_gparams_per_s)
+      if (shared.host == alone.host && shared.ranks_per_host == measured_ranks && shared.host_optimizer_gparams_per_s)
         slowdowns.push_back(*alone.host_optimizer_gparams_per_s / *shared.host_optimizer_gparams_per_s);
     }
   }
   if (slowdowns.empty()) return std::nullopt;
   std::sort(slowdowns.begin(), slowdowns.end());
-  return slowdowns[slowdowns.size() / 2];
+  return slowdowns[slowdowns.size() / 2] * double(ranks) / double(measured_ranks);
 }
 
 std::optional<double> PlanProfile::gpu_capacity_gb() const {

@@ -11,8 +11,9 @@
 // - the device optimizer over this rank's share of the parameters, at the basis's time a parameter;
 // - the host optimizer (offload) over this rank's share, at the basis's time a parameter, slowed as the profile's
 //   machines measured a rank's CPU optimizer rate with the node's ranks updating at once against one rank's
-//   (PeakRates::host_optimizer_gparams_per_s); where they did not, one rank's rate shared among the node's ranks
-//   (the update is bound by the host's memory: an upper bound on the time);
+//   (PeakRates::host_optimizer_gparams_per_s; beyond the most ranks measured, that host's memory shared further:
+//   PlanProfile::host_optimizer_slowdown); where they did not, one rank's rate shared among the node's ranks (the
+//   update is bound by the host's memory: an upper bound on the time);
 // - the collectives the stage issues (bytes below), each timed as NCCL runs it; they run beside compute, which
 //   loses kCollectiveContention of their time (NCCL's kernels take SMs and memory bandwidth from it): the step
 //   pays the larger of that and the one-GPU copies they replace. With offload the host update covers them: only

@@ -6,6 +6,8 @@
 # the profiles of each model are gathered into OUTPUT_DIR/profiles/, and `plan --validate` predicts every record
 # from the one-GPU entries and the host's collective rates, where the plan program is built.
 # Usage: scripts/gpu_plan_validation.sh OUTPUT_DIR [build]   (build: configure and build Release first)
+# NONE_STAGES (default "0 1 2 3"), OFFLOAD_STAGES (default "1 2 3"; empty: no cpu_optimizer sweep) and CHECKPOINTING
+# (default "none"; several modes: each a configuration) narrow or widen the sweeps.
 # ARCHIVE=1 packs OUTPUT_DIR into OUTPUT_DIR.tgz at the end and removes the folder (a machine that returns only a
 # few files of a run keeps them all so).
 set -uo pipefail
@@ -28,13 +30,18 @@ for c in $cases; do
   for n in $ranks_list; do
     dir="$out/${label}_${n}gpu"
     common=(--models "$model" --batch-sizes "$batch" --seq-lengths "$seq" --warmup-steps "$warmup"
-            --num-steps "$steps" --output-dir "$dir")
-    echo "== $label on $n GPU(s): stages 0-3 none, stages 1-3 cpu_optimizer"
-    mpirun -np "$n" --bind-to none "$bin/sweep" "${common[@]}" --stages 0 1 2 3 --strategies none \
-      > "$dir.none.log" 2>&1 || { echo "sweep failed:"; tail -20 "$dir.none.log"; }
-    mpirun -np "$n" --bind-to none "$bin/sweep" "${common[@]}" --stages 1 2 3 --strategies cpu_optimizer \
-      > "$dir.cpu_optimizer.log" 2>&1 || { echo "sweep failed:"; tail -20 "$dir.cpu_optimizer.log"; }
-    tail -n 14 "$dir.none.log" "$dir.cpu_optimizer.log"
+            --num-steps "$steps" --output-dir "$dir" --activation-checkpointing ${CHECKPOINTING:-none})
+    none_stages=${NONE_STAGES-0 1 2 3} offload_stages=${OFFLOAD_STAGES-1 2 3}
+    echo "== $label on $n GPU(s): stages ${none_stages:-(none)} none, stages ${offload_stages:-(none)} cpu_optimizer"
+    for strategy in none cpu_optimizer; do
+      stages=$none_stages
+      [[ $strategy == cpu_optimizer ]] && stages=$offload_stages
+      [[ -z $stages ]] && continue
+      # (word splitting of $stages intended)
+      mpirun -np "$n" --bind-to none "$bin/sweep" "${common[@]}" --stages $stages --strategies $strategy \
+        > "$dir.$strategy.log" 2>&1 || { echo "sweep failed:"; tail -20 "$dir.$strategy.log"; }
+      tail -n 14 "$dir.$strategy.log"
+    done
   done
   folders=()
   for n in $ranks_list; do folders+=("$out/${label}_${n}gpu"); done

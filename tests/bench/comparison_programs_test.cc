@@ -81,6 +81,8 @@ const std::vector<std::string> kFields = {"stage",
                                           "offload_to_host_ms",
                                           "offload_cpu_optimizer_ms",
                                           "offload_to_device_ms",
+                                          "offload_speculation_kept_ms",
+                                          "offload_speculation_discarded_ms",
                                           "loss_first",
                                           "loss_last",
                                           "cost_per_1000_samples_usd",
@@ -348,6 +350,8 @@ TEST(ComparisonPrograms, OffloadBenchRunsEveryStrategyAndRemovesItsFiles) {
     if (i > 0) {
       EXPECT_GT(record["cpu_pinned_gb"].get<double>(), 0) << "the optimizer state is on the host";
       EXPECT_TRUE(record["offload_cpu_optimizer_ms"].is_number());
+      EXPECT_GE(record["offload_speculation_kept_ms"].get<double>(), 0);
+      EXPECT_GE(record["offload_speculation_discarded_ms"].get<double>(), 0);
       EXPECT_EQ(record["predicted_optimizer_state_gb"].get<double>(), 0);
     }
   }

@@ -196,6 +196,12 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   const StepTimePrediction rated = *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer),
                                                       CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_NEAR(rated.cpu_optimizer_ms, 125 * 2 / 1.5, 1e-9);
+  // Four ranks a host, two measured: the host's memory, saturated at two, shared by four.
+  const StepTimePrediction beyond = *predict_step_time(measured, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                       CollectiveLinks{4, 1, 1, 0, 0, 0}, why);
+  EXPECT_NEAR(beyond.cpu_optimizer_ms, 250.0 / 4 * (2 / 1.5) * 2, 1e-9);
+  EXPECT_NEAR(measured.host_optimizer_slowdown(3).value_or(0), 2 / 1.5 * 1.5, 1e-12);
+  EXPECT_EQ(profile.host_optimizer_slowdown(2), std::nullopt);
 }
 
 TEST(StepTimeModel, ScalesAnotherModelOfTheFamilyByItsWorkAToken) {
