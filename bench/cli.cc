@@ -316,9 +316,9 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   }
   o.model.lora = lora_of(f, o.model);
   o.batch = f.batch_size;
-  o.seq = f.seq_length.value_or(std::min<int64_t>(512, o.model.max_seq_len));
-  if (o.seq > o.model.max_seq_len) {
-    throw UsageError(cat("--seq-length: ", o.seq, " exceeds ", o.model.name, "'s maximum of ", o.model.max_seq_len));
+  o.seq = f.seq_length.value_or(std::min<int64_t>(512, longest_sequence(o.model)));
+  if (const std::string problem = sequence_length_problem(o.model, o.seq); !problem.empty()) {
+    throw UsageError(cat("--seq-length: ", problem));
   }
   if (o.batch > kMaxTokensPerMicroBatch / o.seq) {
     throw UsageError(cat("--batch-size: ", o.batch, " x --seq-length ", o.seq, " exceeds ", kMaxTokensPerMicroBatch,

@@ -144,6 +144,15 @@ TransformerConfig from_llama(const Fields& f) {
   return c;
 }
 
+// Mistral: Llama's block and fields (its defaults where a field is absent: MistralConfig's), and the sliding window
+// (v0.1: 4096; null from v0.2 on: plain causal attention).
+TransformerConfig from_mistral(const Fields& f) {
+  TransformerConfig c = from_llama(f);
+  c.max_seq_len = f.optional<int64_t>("max_position_embeddings", 4096 * 32);
+  if (f.has("sliding_window")) c.sliding_window = f.required<int64_t>("sliding_window");
+  return c;
+}
+
 }  // namespace
 
 TransformerConfig config_from_hf_json(const json& j, const std::string& name) {
@@ -157,8 +166,10 @@ TransformerConfig config_from_hf_json(const json& j, const std::string& name) {
     c = from_opt(fields);
   } else if (model_type == "llama") {
     c = from_llama(fields);
+  } else if (model_type == "mistral") {
+    c = from_mistral(fields);
   } else {
-    throw Error(cat("model_type '", model_type, "' is not supported (supported: gpt2, opt, llama)"));
+    throw Error(cat("model_type '", model_type, "' is not supported (supported: gpt2, opt, llama, mistral)"));
   }
   c.name = name;
   c.validate();

@@ -63,6 +63,12 @@ TransformerConfig llama_3_2_1b() {
   return c;
 }
 
+// Mistral 7B v0.3 (base and instruct share the architecture): Llama's block with grouped-query attention, a vocabulary
+// of 32768, rope_theta 1e6, no sliding window.
+TransformerConfig mistral_7b_v0_3(std::string name) {
+  return llama_like(std::move(name), 32, 32, 8, 4096, 14336, 32768, 32768, /*tied=*/false, 1000000.0);
+}
+
 // Small enough to train on two CPU cores in seconds; llama-tiny uses grouped-query attention (4 heads, 2 kv).
 TransformerConfig gpt2_tiny() {
   TransformerConfig c = gpt2_like("gpt2-tiny", 2, 4, 64);
@@ -91,6 +97,8 @@ const std::vector<Entry>& registry() {
       {llama_like("meta-llama/Llama-2-13b-hf", 40, 40, 40, 5120, 13824, 32000, 4096, false, 10000.0), {"llama-2-13b"}},
       {llama_like("meta-llama/Llama-2-70b-hf", 80, 64, 8, 8192, 28672, 32000, 4096, false, 10000.0), {"llama-2-70b"}},
       {llama_3_2_1b(), {"llama-3.2-1b"}},
+      {mistral_7b_v0_3("mistralai/Mistral-7B-v0.3"), {"mistral-7b"}},
+      {mistral_7b_v0_3("mistralai/Mistral-7B-Instruct-v0.3"), {"mistral-7b-instruct"}},
       {gpt2_tiny(), {}},
       {llama_tiny(), {}},
   };

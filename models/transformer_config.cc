@@ -38,11 +38,27 @@ void TransformerConfig::validate() const {
             "llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
             "original_max_position_embeddings > 0");
   }
+  require(!sliding_window || in_range(*sliding_window, kMaxSeq),
+          cat("the sliding window must be in [1, ", kMaxSeq, "]"));
   if (lora.enabled()) {
     require(lora.rank <= std::min(d_model, d_ff), cat("the LoRA rank ", lora.rank, " must be at most the width"));
     require(std::isfinite(lora.alpha) && lora.alpha > 0, "the LoRA alpha must be positive");
     require(0 <= lora.dropout && lora.dropout < 1, "the LoRA dropout must be in [0, 1)");
   }
+}
+
+std::string sequence_length_problem(const TransformerConfig& c, int64_t seq) {
+  if (seq > c.max_seq_len) return cat(seq, " exceeds ", c.name, "'s maximum of ", c.max_seq_len);
+  if (c.sliding_window && seq > *c.sliding_window) {
+    return cat(seq, " exceeds ", c.name, "'s sliding window of ", *c.sliding_window,
+               " (sliding_window): its banded attention is not implemented; sequences up to the window train as the "
+               "model does");
+  }
+  return {};
+}
+
+int64_t longest_sequence(const TransformerConfig& c) {
+  return c.sliding_window ? std::min(c.max_seq_len, *c.sliding_window) : c.max_seq_len;
 }
 
 int64_t parameter_count(const TransformerConfig& c) {
@@ -70,6 +86,7 @@ std::string describe(const TransformerConfig& c) {
   return cat(c.name, ": ", parameter_count(c) / 1e6, "M parameters, ", c.n_layer, " layers, width ", c.d_model, ", ",
              c.n_head, " heads (", c.n_kv_head, " kv), FFN ", c.d_ff, ", vocab ", c.vocab_size, ", ", norm, ", ", pos,
              ", ", mlp, c.tied_embeddings ? ", tied embeddings" : "",
+             c.sliding_window ? cat(", sliding window ", *c.sliding_window) : std::string(),
              c.lora.enabled() ? cat("; LoRA rank ", c.lora.rank, " alpha ", c.lora.alpha, " on ",
                                     lora_targets_name(c.lora.targets),
                                     c.lora.dropout > 0 ? cat(", dropout ", c.lora.dropout) : std::string(), " (",

@@ -2,6 +2,7 @@
 //   GPT-2: LayerNorm, learned positions, GELU (tanh), biases, tied embeddings.
 //   OPT:   as GPT-2 with ReLU, a separate FFN width and learned positions offset by 2.
 //   Llama: RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied head by default.
+//   Mistral: Llama's block; v0.1 limits each query's attention to a sliding window of recent positions.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,10 @@ struct TransformerConfig {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_scaling;
+  // Sliding-window attention (Mistral v0.1): a query attends to the `sliding_window` latest positions, itself
+  // included; unset, to every earlier position. A sequence no longer than the window is plain causal attention;
+  // the band a longer one needs is not implemented, and such sequences are refused (sequence_length_problem).
+  std::optional<int64_t> sliding_window;
   LoraConfig lora;  // adapters trained beside the frozen model (off by default)
 
   // The embedding and head rows, rounded up to a multiple of 128 so that matrix shapes stay aligned for
@@ -56,6 +61,12 @@ struct TransformerConfig {
   // Throws zb::Error naming the first inconsistent field.
   void validate() const;
 };
+
+// Why `config` cannot train sequences of `seq` tokens (longer than its maximum, or than its sliding window), or
+// empty where it can. The programs refuse such a --seq-length before any work starts.
+std::string sequence_length_problem(const TransformerConfig& config, int64_t seq);
+// The longest sequence `config` trains: its maximum, or its sliding window where that is shorter.
+int64_t longest_sequence(const TransformerConfig& config);
 
 // The published parameter count: every weight of the base model once (tied embeddings once), without vocab
 // padding or LoRA adapters.

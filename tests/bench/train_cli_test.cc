@@ -192,6 +192,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--profile-dir /proc/no/such", "--profile-dir /proc/no/such: cannot be created as a folder"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
+// A Mistral config.json trains as Llama's block; a sequence longer than its sliding window (whose band the attention
+// does not apply) is refused before any work, naming the field.
+TEST(TrainCli, MistralTrainsUpToItsSlidingWindowAndRefusesBeyond) {
+  test::TempDir dir;
+  const std::string config = (dir.path() / "config.json").string();
+  std::ofstream(config) << R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 64, "rope_theta": 1000000.0, "sliding_window": 16, "hidden_act": "silu"})";
+  const auto within = run_program("train", "--model " + dir.path().string() + " --num-steps 1 --batch-size 2 "
+                                                                               "--seq-length 16");
+  EXPECT_EQ(within.exit_code, 0) << within.output;
+  EXPECT_NE(within.output.find("sliding window 16"), std::string::npos) << within.output;
+  const auto beyond = run_program("train", "--model " + config + " --num-steps 1 --seq-length 17");
+  EXPECT_EQ(beyond.exit_code, 2) << beyond.output;
+  EXPECT_NE(beyond.output.find("--seq-length: 17 exceeds"), std::string::npos) << beyond.output;
+  EXPECT_NE(beyond.output.find("sliding window of 16 (sliding_window)"), std::string::npos) << beyond.output;
+  EXPECT_EQ(beyond.output.find("step 1/1"), std::string::npos) << "no training before the error";
+}
+
 // LoRA's record: the adapters, the parameters trained, and the gradients and optimizer state of the adapters
 // alone, as predicted (gpt2-tiny's attention adapters at rank 4 fill their units without padding).
 TEST(TrainCli, LoraRecordsTheAdaptersAndTheirMemory) {

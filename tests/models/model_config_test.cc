@@ -31,7 +31,9 @@ INSTANTIATE_TEST_SUITE_P(NamedModels, PublishedCount,
                                            Published{"meta-llama/Llama-2-7b-hf", 6738415616},
                                            Published{"meta-llama/Llama-2-13b-hf", 13015864320},
                                            Published{"meta-llama/Llama-2-70b-hf", 68976648192},
-                                           Published{"meta-llama/Llama-3.2-1B", 1235814400}),
+                                           Published{"meta-llama/Llama-3.2-1B", 1235814400},
+                                           Published{"mistralai/Mistral-7B-v0.3", 7248023552},
+                                           Published{"mistralai/Mistral-7B-Instruct-v0.3", 7248023552}),
                          [](const auto& param_info) {
                            std::string n = param_info.param.name;
                            for (char& ch : n)
@@ -44,6 +46,8 @@ TEST(ModelRegistry, AliasesAndCaseResolveToTheSameModel) {
   EXPECT_EQ(resolve_model("meta-llama/llama-2-7b-hf").name, "meta-llama/Llama-2-7b-hf");
   EXPECT_EQ(resolve_model("llama-3.2-1b").name, "meta-llama/Llama-3.2-1B");
   EXPECT_EQ(resolve_model("opt-1.3b").name, "facebook/opt-1.3b");
+  EXPECT_EQ(resolve_model("mistral-7b").name, "mistralai/Mistral-7B-v0.3");
+  EXPECT_EQ(resolve_model("MISTRALAI/mistral-7b-instruct-v0.3").name, "mistralai/Mistral-7B-Instruct-v0.3");
 }
 
 TEST(ModelRegistry, FamiliesHaveTheirArchitecture) {
@@ -112,6 +116,54 @@ TEST_F(HfConfigFiles, ReleasedConfigsGiveThePublishedCounts) {
   ASSERT_TRUE(llama.rope_scaling.has_value());
   EXPECT_EQ(llama.rope_scaling->factor, 32.0);
   EXPECT_EQ(llama.rope_theta, 500000.0);
+}
+
+// Mistral's released files, abridged: v0.3 (no sliding window; as the named model) and v0.1 (a window of 4096).
+const char* kMistral03Config = R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32768,
+  "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+  "tie_word_embeddings": false, "hidden_act": "silu", "attention_dropout": 0.0})";
+const char* kMistral01Config = R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+  "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+  "tie_word_embeddings": false, "hidden_act": "silu"})";
+
+TEST_F(HfConfigFiles, MistralIsLlamasBlockWithItsSlidingWindow) {
+  const TransformerConfig v03 = resolve_model(write("mistral03.json", kMistral03Config));
+  const TransformerConfig named = resolve_model("mistralai/Mistral-7B-v0.3");
+  EXPECT_EQ(parameter_count(v03), 7248023552);
+  EXPECT_EQ(v03.norm, NormKind::rmsnorm);
+  EXPECT_EQ(v03.mlp, MlpKind::swiglu);
+  EXPECT_EQ(v03.position, PositionKind::rotary);
+  EXPECT_EQ(v03.n_kv_head, 8);
+  EXPECT_EQ(v03.head_dim, 128);
+  EXPECT_EQ(v03.rope_theta, 1e6);
+  EXPECT_EQ(v03.max_seq_len, named.max_seq_len);
+  EXPECT_EQ(v03.norm_eps, named.norm_eps);
+  EXPECT_FALSE(v03.sliding_window.has_value()) << "null: plain causal attention";
+  EXPECT_EQ(sequence_length_problem(v03, 32768), "");
+
+  const TransformerConfig v01 = resolve_model(write("mistral01.json", kMistral01Config));
+  EXPECT_EQ(parameter_count(v01), 7241732096);
+  ASSERT_TRUE(v01.sliding_window.has_value());
+  EXPECT_EQ(*v01.sliding_window, 4096);
+  EXPECT_EQ(longest_sequence(v01), 4096);
+  // Up to the window every query sees every earlier position, as without one; beyond it the band is refused.
+  EXPECT_EQ(sequence_length_problem(v01, 4096), "");
+  const std::string beyond = sequence_length_problem(v01, 4097);
+  EXPECT_NE(beyond.find("sliding_window"), std::string::npos) << beyond;
+  EXPECT_NE(sequence_length_problem(v01, 40000).find("maximum of 32768"), std::string::npos);
+  // A mistral file is read as the llama file of the same fields would be.
+  std::string as_llama = kMistral01Config;
+  as_llama.replace(as_llama.find("mistral"), 7, "llama");
+  TransformerConfig llama = resolve_model(write("llama.json", as_llama));
+  EXPECT_EQ(parameter_count(llama), parameter_count(v01));
+  llama.name = v01.name;
+  EXPECT_EQ(describe(llama) + ", sliding window 4096", describe(v01));
+  EXPECT_THROW(resolve_model(write("bad_window.json", R"({"model_type": "mistral", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256,
+      "sliding_window": 0})")),
+               UsageError);
 }
 
 TEST_F(HfConfigFiles, AFolderHoldingConfigJsonWorks) {
