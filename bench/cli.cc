@@ -316,7 +316,7 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   }
   o.model.lora = lora_of(f, o.model);
   o.batch = f.batch_size;
-  o.seq = f.seq_length.value_or(std::min<int64_t>(512, longest_sequence(o.model)));
+  o.seq = f.seq_length.value_or(std::min<int64_t>(512, o.model.max_seq_len));
   if (const std::string problem = sequence_length_problem(o.model, o.seq); !problem.empty()) {
     throw UsageError(cat("--seq-length: ", problem));
   }
@@ -335,6 +335,11 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
+  if (run.device.is_cuda() && needs_banded_attention(o.model, o.seq)) {
+    throw UsageError(cat("--seq-length: ", o.seq, " exceeds ", o.model.name, "'s sliding window of ",
+                         *o.model.sliding_window, " (sliding_window): attention over a band of keys runs on the CPU "
+                         "backend only so far; up to the window the GPU trains it"));
+  }
   o.dtype = resolve_dtype(f.dtype, run.device);
   o.loss_scaling = loss_scaling_of(f, o.dtype);
   o.activation_checkpointing =

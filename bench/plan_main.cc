@@ -268,9 +268,9 @@ int plan(const PlanFlags& f) {
   }
   const std::string seq = most_common(profile, [](const auto& c) { return std::to_string(c.seq_length); });
   base.seq = f.seq != -1 ? f.seq : seq.empty() ? 0 : std::stoll(seq);
-  if (base.seq < 1 || base.seq > zb::longest_sequence(base.model)) {
+  if (base.seq < 1 || base.seq > base.model.max_seq_len) {
     throw zb::UsageError(
-        zb::cat("--seq-length must be between 1 and ", zb::longest_sequence(base.model), " for ", base.model.name));
+        zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", base.model.name));
   }
   base.dtype = zb::parse_dtype(most_common(profile, [](const auto& c) { return c.dtype; }));
   zb::set_optimizer(base.optimizer, most_common(profile, [](const auto& c) { return c.optimizer; }));

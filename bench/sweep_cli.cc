@@ -122,14 +122,14 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   // "bf16 on cuda, fp32 on cpu" is the dtype axis's default: the device's own.
   t.num_steps = num_steps;
   t.device = program_device(t.device, "sweep");
-  // A sequence length beyond a model's maximum (or its sliding window) leaves that model's points at it out (a matrix of several models
+  // A sequence length beyond a model's maximum leaves that model's points at it out (a matrix of several models
   // names lengths some of them cannot take); the others must all be valid.
   std::map<std::string, int64_t> max_seq;
   std::map<std::pair<std::string, int64_t>, int> left_out;
   std::set<std::string> resolved_points;
   for (const std::string& model : plan.axes.models) {
     try {
-      max_seq[model] = longest_sequence(resolve_model(model));
+      max_seq[model] = resolve_model(model).max_seq_len;
     } catch (const UsageError& e) {
       throw UsageError(cat("--models: ", e.what()));
     }

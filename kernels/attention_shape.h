@@ -1,4 +1,4 @@
-// The shape of a causal self-attention call with grouped-query heads.
+// The shape of a causal self-attention call with grouped-query heads, optionally limited to a sliding window.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,15 @@ struct AttentionShape {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  // Sliding-window attention: query t attends to keys u with t - window < u <= t (the window's latest positions,
+  // itself included, as Hugging Face's sliding-window mask); 0: every u <= t.
+  int64_t window = 0;
 
   ZB_HOST_DEVICE int64_t tokens() const { return batch * seq; }
+  // The first key query t attends to.
+  ZB_HOST_DEVICE int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
+  // Whether the window leaves out any key of a causal attention over seq tokens.
+  ZB_HOST_DEVICE bool banded() const { return window > 0 && window < seq; }
   ZB_HOST_DEVICE int64_t q_width() const { return heads * head_dim; }
   ZB_HOST_DEVICE int64_t kv_width() const { return kv_heads * head_dim; }
   ZB_HOST_DEVICE int64_t qkv_width() const { return q_width() + 2 * kv_width(); }

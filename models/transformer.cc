@@ -31,9 +31,9 @@ Transformer::Transformer(const ParameterLayout& layout, Backend& backend, Tracki
       seq_(seq),
       checkpointing_(checkpointing),
       lora_scale_(config_.lora.enabled() ? config_.lora.scale() : 0.0),
-      attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim},
+      attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim,
+                       config_.sliding_window.value_or(0)},
       acts_(config_, allocator, dtype, batch, seq, checkpointing) {
-  // (Beyond a sliding window the attention would need its band: refused, not trained as another model.)
   const std::string problem = sequence_length_problem(config_, seq);
   ZB_CHECK(problem.empty(), "sequence length ", problem);
   params_.blocks.resize(size_t(config_.n_layer));  // for bind_unit_*; bind_* replace them whole

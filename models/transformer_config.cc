@@ -49,16 +49,11 @@ void TransformerConfig::validate() const {
 
 std::string sequence_length_problem(const TransformerConfig& c, int64_t seq) {
   if (seq > c.max_seq_len) return cat(seq, " exceeds ", c.name, "'s maximum of ", c.max_seq_len);
-  if (c.sliding_window && seq > *c.sliding_window) {
-    return cat(seq, " exceeds ", c.name, "'s sliding window of ", *c.sliding_window,
-               " (sliding_window): its banded attention is not implemented; sequences up to the window train as the "
-               "model does");
-  }
   return {};
 }
 
-int64_t longest_sequence(const TransformerConfig& c) {
-  return c.sliding_window ? std::min(c.max_seq_len, *c.sliding_window) : c.max_seq_len;
+bool needs_banded_attention(const TransformerConfig& c, int64_t seq) {
+  return c.sliding_window && seq > *c.sliding_window;
 }
 
 int64_t parameter_count(const TransformerConfig& c) {

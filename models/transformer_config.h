@@ -45,8 +45,7 @@ struct TransformerConfig {
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_scaling;
   // Sliding-window attention (Mistral v0.1): a query attends to the `sliding_window` latest positions, itself
-  // included; unset, to every earlier position. A sequence no longer than the window is plain causal attention;
-  // the band a longer one needs is not implemented, and such sequences are refused (sequence_length_problem).
+  // included; unset, to every earlier position. A sequence no longer than the window is plain causal attention.
   std::optional<int64_t> sliding_window;
   LoraConfig lora;  // adapters trained beside the frozen model (off by default)
 
@@ -62,11 +61,11 @@ struct TransformerConfig {
   void validate() const;
 };
 
-// Why `config` cannot train sequences of `seq` tokens (longer than its maximum, or than its sliding window), or
-// empty where it can. The programs refuse such a --seq-length before any work starts.
+// Why `config` cannot train sequences of `seq` tokens (longer than its maximum), or empty where it can. The programs
+// refuse such a --seq-length before any work starts.
 std::string sequence_length_problem(const TransformerConfig& config, int64_t seq);
-// The longest sequence `config` trains: its maximum, or its sliding window where that is shorter.
-int64_t longest_sequence(const TransformerConfig& config);
+// Whether sequences of `seq` tokens are longer than the model's sliding window (attention over a band of keys).
+bool needs_banded_attention(const TransformerConfig& config, int64_t seq);
 
 // The published parameter count: every weight of the base model once (tied embeddings once), without vocab
 // padding or LoRA adapters.

@@ -1,4 +1,5 @@
-// Causal self-attention with grouped-query heads, and rotary position embeddings.
+// Causal self-attention with grouped-query heads (each query over the keys of its sliding window, where the shape
+// has one), and rotary position embeddings.
 // Forward keeps only each query row's log-sum-exp; backward rebuilds the probabilities from it, as a
 // flash-attention kernel does, so the [seq, seq] matrix is never stored.
 #include <algorithm>
@@ -47,15 +48,16 @@ void attention_forward(const T* qkv, const AttentionShape& s, T* out, T* lse) {
       for (int64_t t = 0; t < s.seq; ++t) {
         HeadView<T> hv{s, bh / s.heads, bh % s.heads};
         T max_score = -std::numeric_limits<T>::infinity();
-        for (int64_t u = 0; u <= t; ++u) {
+        const int64_t first = s.first_key(t);
+        for (int64_t u = first; u <= t; ++u) {
           scores[u] = dot(qkv + hv.q(t), qkv + hv.k(u), d) * scale;
           max_score = std::max(max_score, scores[u]);
         }
         T sum = 0;
-        for (int64_t u = 0; u <= t; ++u) sum += (scores[u] = std::exp(scores[u] - max_score));
+        for (int64_t u = first; u <= t; ++u) sum += (scores[u] = std::exp(scores[u] - max_score));
         T* o = out + hv.o(t);
         for (int64_t i = 0; i < d; ++i) o[i] = 0;
-        for (int64_t u = 0; u <= t; ++u) {
+        for (int64_t u = first; u <= t; ++u) {
           const T p = scores[u] / sum;
           const T* v = qkv + hv.v(u);
           for (int64_t i = 0; i < d; ++i) o[i] += p * v[i];
@@ -86,7 +88,7 @@ void attention_backward(const T* dout, const T* qkv, const T* out, const T* lse,
           const T delta = dot(dO, out + hv.o(t), d);  // sum_u p_tu * dp_tu
           T* dq = dqkv + hv.q(t);
           std::fill_n(dq, d, T(0));
-          for (int64_t u = 0; u <= t; ++u) {
+          for (int64_t u = s.first_key(t); u <= t; ++u) {
             const T p = std::exp(dot(qkv + hv.q(t), qkv + hv.k(u), d) * scale - lse[hv.lse(t)]);
             const T dp = dot(dO, qkv + hv.v(u), d);
             const T ds = p * (dp - delta) * scale;

@@ -4,6 +4,8 @@
 // pre-filled with random values that the check subtracts again.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -195,28 +197,78 @@ TEST_F(CpuGradient, OverwrittenParameterGradientsIgnoreWhatTheyHeld) {
   EXPECT_EQ(dtable_over, dtable_add) << "embedding dtable, rows no id selects included";
 }
 
-class CpuAttentionGradient : public CpuGradient, public ::testing::WithParamInterface<int64_t> {};
+// Attention's output, and its backward against finite differences of L = sum(out * r), for a shape.
+class CpuAttention : public CpuGradient {
+ protected:
+  std::vector<double> output(const AttentionShape& s, std::vector<double>& qkv, std::vector<double>* lse = nullptr) {
+    std::vector<double> out(s.tokens() * s.q_width(), kNaN), own_lse;
+    std::vector<double>& l = lse ? *lse : own_lse;
+    l.assign(s.batch * s.heads * s.seq, kNaN);
+    Tensor o = view(out, {s.tokens(), s.q_width()}), lt = view(l, {s.batch, s.heads, s.seq});
+    backend.attention_forward(view(qkv, {s.tokens(), s.qkv_width()}), s, o, lt);
+    return out;
+  }
+  void expect_gradient(const AttentionShape& s, std::vector<double>& qkv) {
+    auto r = rnd.normal(s.tokens() * s.q_width());
+    std::vector<double> lse;
+    std::vector<double> out = output(s, qkv, &lse);
+    std::vector<double> dqkv(qkv.size(), kNaN);
+    Tensor d = view(dqkv, {s.tokens(), s.qkv_width()});
+    backend.attention_backward(view(r, {s.tokens(), s.q_width()}), view(qkv, {s.tokens(), s.qkv_width()}),
+                               view(out, {s.tokens(), s.q_width()}), view(lse, {s.batch, s.heads, s.seq}), s, d);
+    expect_gradient_matches(qkv, dqkv, [&] { return dot(output(s, qkv), r); }, "dqkv");
+  }
+};
+
+class CpuAttentionGradient : public CpuAttention, public ::testing::WithParamInterface<int64_t> {};
 
 TEST_P(CpuAttentionGradient, QueryKeyValue) {
   const AttentionShape s{2, 5, 4, GetParam(), 4};
-  auto qkv = rnd.normal(s.tokens() * s.qkv_width()), r = rnd.normal(s.tokens() * s.q_width());
-  std::vector<double> out(s.tokens() * s.q_width()), lse(s.batch * s.heads * s.seq);
-  auto forward = [&] {
-    std::fill(out.begin(), out.end(), kNaN);
-    Tensor o = view(out, {s.tokens(), s.q_width()}), l = view(lse, {s.batch, s.heads, s.seq});
-    backend.attention_forward(view(qkv, {s.tokens(), s.qkv_width()}), s, o, l);
-    return dot(out, r);
-  };
-  forward();
-  std::vector<double> dqkv(qkv.size(), kNaN);
-  Tensor d = view(dqkv, {s.tokens(), s.qkv_width()});
-  backend.attention_backward(view(r, {s.tokens(), s.q_width()}), view(qkv, {s.tokens(), s.qkv_width()}),
-                             view(out, {s.tokens(), s.q_width()}), view(lse, {s.batch, s.heads, s.seq}), s, d);
-  expect_gradient_matches(qkv, dqkv, forward, "dqkv");
+  auto qkv = rnd.normal(s.tokens() * s.qkv_width());
+  expect_gradient(s, qkv);
 }
 
 // Multi-head (4 kv heads), grouped-query (2) and multi-query (1) attention.
 INSTANTIATE_TEST_SUITE_P(KvHeads, CpuAttentionGradient, ::testing::Values(4, 2, 1));
+
+// A sliding window of 3 over 7 tokens: each query's output is the softmax over its window's keys alone (written out
+// here from the definition, t - 3 < u <= t), and the backward matches the forward's finite differences.
+TEST_F(CpuAttention, SlidingWindow) {
+  AttentionShape s{2, 7, 4, 2, 4};
+  s.window = 3;
+  ASSERT_TRUE(s.banded());
+  auto qkv = rnd.normal(s.tokens() * s.qkv_width());
+  const std::vector<double> banded = output(s, qkv);
+  const int64_t d = s.head_dim, w = s.qkv_width();
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kv = h / s.group_size();
+      for (int64_t t = 0; t < s.seq; ++t) {
+        const int64_t first = std::max<int64_t>(0, t - 2);
+        const double* q = &qkv[(b * s.seq + t) * w + h * d];
+        std::vector<double> p;
+        double most = -1e300, sum = 0;
+        for (int64_t u = first; u <= t; ++u) {
+          const double* k = &qkv[(b * s.seq + u) * w + s.q_width() + kv * d];
+          p.push_back(dot(std::vector<double>(q, q + d), std::vector<double>(k, k + d)) / 2.0);  // 1/sqrt(4)
+          most = std::max(most, p.back());
+        }
+        for (double& x : p) sum += (x = std::exp(x - most));
+        for (int64_t i = 0; i < d; ++i) {
+          double expected = 0;
+          for (size_t j = 0; j < p.size(); ++j) {
+            const int64_t u = first + int64_t(j);
+            expected += p[j] / sum * qkv[(b * s.seq + u) * w + s.q_width() + s.kv_width() + kv * d + i];
+          }
+          EXPECT_NEAR(banded[(b * s.seq + t) * s.q_width() + h * d + i], expected, 1e-12) << b << h << t << i;
+        }
+      }
+    }
+  }
+  // Without the window the tokens past it see more keys: other outputs.
+  EXPECT_NE(output(AttentionShape{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim}, qkv), banded);
+  expect_gradient(s, qkv);
+}
 
 TEST_F(CpuGradient, AttentionFirstTokenSeesOnlyItself) {
   const AttentionShape s{1, 3, 2, 1, 4};

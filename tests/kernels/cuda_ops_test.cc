@@ -461,6 +461,24 @@ TEST_P(CudaAttention, OtherHeadSizes) {
   check({1, 20, 2, 1, 40});
 }
 
+// A sliding window narrower than the sequence is refused on the GPU (its kernels attend causally over the whole
+// sequence), not computed as another attention; one as wide as the sequence is plain causal attention.
+TEST_P(CudaAttention, RefusesASlidingWindowNarrowerThanTheSequence) {
+  AttentionShape s{1, 32, 2, 1, 64};
+  s.window = 16;
+  const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()}, lse_shape{1, s.heads, s.seq};
+  const Tensor g_qkv = up(normal(qkv_shape.numel()), qkv_shape);
+  Tensor g_o = poisoned(o_shape, dt()), g_lse = poisoned(lse_shape, DType::f32);
+  try {
+    gpu->attention_forward(g_qkv, s, g_o, g_lse);
+    FAIL() << "a band of 16 over 32 tokens ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding-window attention"), std::string::npos) << e.what();
+  }
+  s.window = 32;
+  EXPECT_NO_THROW(gpu->attention_forward(g_qkv, s, g_o, g_lse));
+}
+
 TEST_P(CudaAttention, BackwardIsDeterministic) {
   test::RandomInputs fixed(rnd.seed());
   const AttentionCase c{2, 200, 4, 2, 64};
