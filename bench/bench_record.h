@@ -82,7 +82,8 @@ struct BenchRecord {
   std::optional<double> forward_ms, backward_ms, optimizer_ms, exposed_comm_ms;
   std::optional<double> offload_to_host_ms, offload_cpu_optimizer_ms, offload_to_device_ms, offload_wait_ms;
   // The host's speculative updates during backward (in-memory offload): the CPU time of those kept (part of
-  // offload_cpu_optimizer_ms) and of those dropped because clipping changed the step (that work done again).
+  // offload_cpu_optimizer_ms) and of those dropped because the step's update differed from the one assumed
+  // (clipping, a loss scale, a skipped step: that work done again).
   std::optional<double> offload_speculation_kept_ms, offload_speculation_discarded_ms;
   std::optional<double> nvme_read_ms, nvme_write_ms;
   std::optional<double> loss_first, loss_last;

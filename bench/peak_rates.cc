@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -289,6 +290,7 @@ void measure_host_optimizer(Communicator& comm, std::unique_ptr<RawMemory> state
   bool ready = false;
   TrackingAllocator host_allocator(std::move(state_memory));
   Buffer master, m, v, grad;
+  std::optional<UpdateThread> updates;  // (joined before the buffers are freed)
   try {
     master = host_allocator.allocate(Shape{elements}, DType::f32, MemoryPool::workspace);
     m = host_allocator.allocate(Shape{elements}, DType::f32, MemoryPool::workspace);
@@ -299,6 +301,8 @@ void measure_host_optimizer(Communicator& comm, std::unique_ptr<RawMemory> state
     std::memset(v.data(), 0, v.bytes());
     std::fill_n(static_cast<float*>(master.data()), elements, 0.02f);
     std::fill_n(static_cast<uint16_t*>(grad.data()), elements, uint16_t(0x3a83));
+    updates.emplace();
+    updates->run([&] { use_optimizer_threads(threads); });
     ready = true;
   } catch (const std::exception& e) {
     rate.why = one_line(e.what());
@@ -306,11 +310,9 @@ void measure_host_optimizer(Communicator& comm, std::unique_ptr<RawMemory> state
   const CpuOptimizerShard shard{static_cast<float*>(master.data()), grad.data(), static_cast<float*>(m.data()),
                                 static_cast<float*>(v.data()), grad.data(), elements, DType::bf16};
   OptimizerParams params;
-  UpdateThread updates;
-  updates.run([&] { use_optimizer_threads(threads); });
   const auto seconds = best_seconds(comm, kOptimizerWarmups, kOptimizerRepeats, ready, rate.why, [&] {
     ++params.step;
-    return host_seconds([&] { updates.run([&] { cpu_optimizer_step(shard, params); }); });
+    return host_seconds([&] { updates->run([&] { cpu_optimizer_step(shard, params); }); });
   });
   if (seconds) set_rate(rate, double(elements) / *seconds / 1e9);
 }

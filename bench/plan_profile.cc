@@ -1,6 +1,7 @@
 #include "bench/plan_profile.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "bench/json_file.h"
@@ -75,24 +76,29 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
 
 std::optional<double> PlanProfile::host_optimizer_slowdown(int ranks) const {
   if (ranks == 1) return 1.0;
-  // Each host's one-rank rate over its rate a rank with `ranks` ranks at once; where no host measured `ranks`, with
-  // the most ranks measured below it, whose host's memory `ranks` share beyond.
-  std::vector<double> slowdowns;
-  int measured_ranks = 0;
-  for (const ProfiledMachine& shared : machines)
-    if (shared.host_optimizer_gparams_per_s && shared.ranks_per_host > 1 && shared.ranks_per_host <= ranks)
-      measured_ranks = std::max(measured_ranks, shared.ranks_per_host);
-  if (measured_ranks == 0) return std::nullopt;
+  // Each host's one-rank rate over its rate a rank with k ranks at once, by k (the median over the hosts).
+  std::map<int, std::vector<double>> pairs;
   for (const ProfiledMachine& alone : machines) {
     if (alone.ranks_per_host != 1 || !alone.host_optimizer_gparams_per_s) continue;
     for (const ProfiledMachine& shared : machines) {
-      if (shared.host == alone.host && shared.ranks_per_host == measured_ranks && shared.host_optimizer_gparams_per_s)
-        slowdowns.push_back(*alone.host_optimizer_gparams_per_s / *shared.host_optimizer_gparams_per_s);
+      if (shared.host != alone.host || shared.ranks_per_host <= 1 || !shared.host_optimizer_gparams_per_s) continue;
+      pairs[shared.ranks_per_host].push_back(*alone.host_optimizer_gparams_per_s /
+                                             *shared.host_optimizer_gparams_per_s);
     }
   }
-  if (slowdowns.empty()) return std::nullopt;
-  std::sort(slowdowns.begin(), slowdowns.end());
-  return slowdowns[slowdowns.size() / 2] * double(ranks) / double(measured_ranks);
+  if (pairs.empty()) return std::nullopt;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  // `ranks` measured; else the most ranks measured below it, whose host's memory `ranks` share further (the update
+  // saturates it); else, below every count measured, one rank's rate shared, at most the fewest ranks' slowdown.
+  auto at_or_below = pairs.upper_bound(ranks);
+  if (at_or_below != pairs.begin()) {
+    --at_or_below;
+    return median(at_or_below->second) * double(ranks) / double(at_or_below->first);
+  }
+  return std::min(double(ranks), median(pairs.begin()->second));
 }
 
 std::optional<double> PlanProfile::gpu_capacity_gb() const {

@@ -51,8 +51,10 @@ struct PlanProfile {
   std::optional<double> bus_gbps(int ranks) const;
   // How much slower a rank's CPU optimizer runs with `ranks` ranks of a host updating at once than alone: one
   // rank's rate over a rank's shared rate, both measured on one host (the median over the hosts that measured
-  // both; 1 for one rank), or none. Beyond the most ranks measured, k, the host's memory is taken as saturated
-  // there: the slowdown at k times ranks / k (the update is bound by the host's memory bandwidth).
+  // both; 1 for one rank), or none. Between or beyond the counts measured, from the most ranks measured below,
+  // k, the host's memory taken as saturated there: the slowdown at k times ranks / k (the update is bound by the
+  // host's memory bandwidth); below every count measured, `ranks` (one rank's rate shared) or the fewest ranks'
+  // slowdown, whichever is less.
   std::optional<double> host_optimizer_slowdown(int ranks) const;
   // The largest GPU memory any entry recorded.
   std::optional<double> gpu_capacity_gb() const;

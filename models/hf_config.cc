@@ -29,6 +29,7 @@ class Fields {
     return get<T>(key);
   }
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  bool present(const char* key) const { return j_.contains(key); }  // null included
   const json& at(const char* key) const { return j_.at(key); }
 
  private:
@@ -124,6 +125,7 @@ TransformerConfig from_llama(const Fields& f) {
   c.bias = attention_bias;
   const auto activation = f.optional<std::string>("hidden_act", "silu");
   require(activation == "silu", cat("hidden_act '", activation, "' (Llama uses silu)"));
+  require(f.optional<double>("attention_dropout", 0.0) == 0.0, "attention_dropout other than 0");
 
   // Newer files keep rope_theta and the scaling inside "rope_parameters"; older ones at the top level.
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
@@ -144,12 +146,18 @@ TransformerConfig from_llama(const Fields& f) {
   return c;
 }
 
-// Mistral: Llama's block and fields (its defaults where a field is absent: MistralConfig's), and the sliding window
-// (v0.1: 4096; null from v0.2 on: plain causal attention).
+// Mistral: Llama's block and fields, with MistralConfig's defaults where a field is absent (8 key/value heads, 4096 x
+// 32 positions, a sliding window of 4096), and the sliding window (v0.1: 4096; null from v0.2 on: plain causal
+// attention; absent: the default's 4096).
 TransformerConfig from_mistral(const Fields& f) {
   TransformerConfig c = from_llama(f);
+  if (!f.has("num_key_value_heads")) c.n_kv_head = 8;
   c.max_seq_len = f.optional<int64_t>("max_position_embeddings", 4096 * 32);
-  if (f.has("sliding_window")) c.sliding_window = f.required<int64_t>("sliding_window");
+  if (f.has("sliding_window")) {
+    c.sliding_window = f.required<int64_t>("sliding_window");
+  } else if (!f.present("sliding_window")) {
+    c.sliding_window = 4096;
+  }
   return c;
 }
 

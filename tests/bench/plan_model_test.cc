@@ -202,6 +202,25 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
   EXPECT_NEAR(beyond.cpu_optimizer_ms, 250.0 / 4 * (2 / 1.5) * 2, 1e-9);
   EXPECT_NEAR(measured.host_optimizer_slowdown(3).value_or(0), 2 / 1.5 * 1.5, 1e-12);
   EXPECT_EQ(profile.host_optimizer_slowdown(2), std::nullopt);
+  // Another host that measured only four ranks at once pairs with nothing: two ranks still take this host's pair.
+  // Below the fewest ranks measured (eight on a third host, slowdown 5), one rank's rate shared, at most that.
+  PlanProfile hosts = measured;
+  ProfiledMachine other_four, third_alone, third_eight;
+  other_four.host = "other";
+  other_four.ranks_per_host = 4;
+  other_four.host_optimizer_gparams_per_s = 0.1;
+  third_alone.host = third_eight.host = "third";
+  third_alone.host_optimizer_gparams_per_s = 5.0;
+  third_eight.ranks_per_host = 8;
+  third_eight.host_optimizer_gparams_per_s = 1.0;
+  hosts.machines.insert(hosts.machines.end(), {other_four, third_alone, third_eight});
+  EXPECT_NEAR(hosts.host_optimizer_slowdown(2).value_or(0), 2 / 1.5, 1e-12);
+  EXPECT_NEAR(hosts.host_optimizer_slowdown(8).value_or(0), 5, 1e-12);
+  EXPECT_NEAR(hosts.host_optimizer_slowdown(16).value_or(0), 10, 1e-12);
+  PlanProfile only_eight = profile;
+  only_eight.machines.insert(only_eight.machines.end(), {third_alone, third_eight});
+  EXPECT_NEAR(only_eight.host_optimizer_slowdown(2).value_or(0), 2, 1e-12);
+  EXPECT_NEAR(only_eight.host_optimizer_slowdown(6).value_or(0), 5, 1e-12);
 }
 
 TEST(StepTimeModel, ScalesAnotherModelOfTheFamilyByItsWorkAToken) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "bench/bench_record.h"
+#include "core/strings.h"
 #include "bench/chrome_trace.h"
 #include "models/model_registry.h"
 #include "models/parameter_layout.h"
@@ -192,22 +194,35 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"--profile-dir /proc/no/such", "--profile-dir /proc/no/such: cannot be created as a folder"}),
     [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
 
-// A Mistral config.json trains as Llama's block, on the CPU backend within its sliding window and beyond it (a band
-// of keys); beyond its maximum the sequence is refused before any work.
+// A Mistral config.json trains as Llama's block on the CPU backend, within its sliding window and beyond it (a band
+// of keys): the first loss equals the same model's without a window up to the window's length and differs beyond
+// it. Beyond its maximum the sequence is refused before any work.
 TEST(TrainCli, MistralTrainsWithinAndBeyondItsSlidingWindow) {
+  namespace fs = std::filesystem;
   test::TempDir dir;
-  const std::string config = (dir.path() / "config.json").string();
-  std::ofstream(config) << R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 176,
+  const std::string fields = R"("model_type": "mistral", "hidden_size": 64, "intermediate_size": 176,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
-    "max_position_embeddings": 64, "rope_theta": 1000000.0, "sliding_window": 16, "hidden_act": "silu"})";
-  for (const char* seq : {"16", "40"}) {
-    const auto r = run_program("train", "--model " + dir.path().string() + " --device cpu --num-steps 1 "
-                                        "--batch-size 2 --seq-length " + seq);
+    "max_position_embeddings": 64, "rope_theta": 1000000.0, "hidden_act": "silu")";
+  const fs::path windowed = dir.path() / "windowed", plain = dir.path() / "plain";
+  fs::create_directories(windowed);
+  fs::create_directories(plain);
+  std::ofstream(windowed / "config.json") << "{" << fields << R"(, "sliding_window": 16})";
+  std::ofstream(plain / "config.json") << "{" << fields << R"(, "sliding_window": null})";
+  auto first_loss = [&](const fs::path& model, int seq) {
+    const std::string json = (dir.path() / cat(model.filename().string(), seq, ".json")).string();
+    const auto r = run_program("train", cat("--model ", model.string(), " --device cpu --num-steps 1 --batch-size 2 ",
+                                            "--seq-length ", seq, " --json ", json));
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("sliding window 16"), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("step 1/1"), std::string::npos) << r.output;
-  }
-  const auto beyond = run_program("train", "--model " + config + " --device cpu --num-steps 1 --seq-length 65");
+    EXPECT_EQ(r.output.find("sliding window 16") != std::string::npos, model == windowed) << r.output;
+    std::ifstream in(json);
+    return in ? nlohmann::ordered_json::parse(in)[0].value("loss_first", -1.0) : -1.0;
+  };
+  EXPECT_EQ(first_loss(windowed, 16), first_loss(plain, 16)) << "within the window: plain causal attention";
+  const double banded = first_loss(windowed, 40), causal = first_loss(plain, 40);
+  EXPECT_GT(banded, 0);
+  EXPECT_NE(banded, causal) << "beyond the window the band changes the attention";
+  const auto beyond =
+      run_program("train", "--model " + windowed.string() + " --device cpu --num-steps 1 --seq-length 65");
   EXPECT_EQ(beyond.exit_code, 2) << beyond.output;
   EXPECT_NE(beyond.output.find("--seq-length: 65 exceeds"), std::string::npos) << beyond.output;
 }

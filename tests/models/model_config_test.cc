@@ -159,6 +159,22 @@ TEST_F(HfConfigFiles, MistralIsLlamasBlockWithItsSlidingWindow) {
   EXPECT_EQ(parameter_count(llama), parameter_count(v01));
   llama.name = v01.name;
   EXPECT_EQ(describe(llama) + ", sliding window 4096", describe(v01));
+  // Absent, the window is MistralConfig's default, 4096 (null is none); so are 8 key/value heads.
+  std::string absent = kMistral01Config;
+  absent.erase(absent.find(R"("sliding_window": 4096,)"), std::string(R"("sliding_window": 4096,)").size());
+  absent.erase(absent.find(R"("num_key_value_heads": 8,)"), std::string(R"("num_key_value_heads": 8,)").size());
+  const TransformerConfig defaults = resolve_model(write("mistral_defaults.json", absent));
+  EXPECT_EQ(defaults.sliding_window, std::optional<int64_t>(4096));
+  EXPECT_EQ(defaults.n_kv_head, 8);
+  std::string dropout = kMistral03Config;
+  dropout.replace(dropout.find(R"("attention_dropout": 0.0)"), std::string(R"("attention_dropout": 0.0)").size(),
+                  R"("attention_dropout": 0.1)");
+  try {
+    resolve_model(write("dropout.json", dropout));
+    ADD_FAILURE() << "attention dropout accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_dropout"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(resolve_model(write("bad_window.json", R"({"model_type": "mistral", "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256,
       "sliding_window": 0})")),
