@@ -53,7 +53,9 @@ ProfiledEntry entry_of(const Json& e) {
   add_bytes(entry.collective_bytes, e.at("collective_bytes_outside_units_per_step"));
   const Json& o = e.at("optimizer");
   entry.gpu_optimizer_ms = number_or_zero(o, "gpu_ms");
-  entry.cpu_optimizer_ms = number_or_zero(o, "cpu_ms");
+  // The timed steps' host update where the profile has it: step_ms is theirs (profiles before it: the profiled steps').
+  entry.cpu_optimizer_ms = number_or_zero(o, o.contains("timed_cpu_ms") && o["timed_cpu_ms"].is_number()
+                                                 ? "timed_cpu_ms" : "cpu_ms");
   entry.gpu_parameters = number_or_zero(o, "gpu_parameters");
   entry.cpu_parameters = number_or_zero(o, "cpu_parameters");
   entry.exposed_copies_ms = number_or_zero(e.at("exposed_ms"), "copies");

@@ -23,7 +23,7 @@ struct ProfiledEntry {
   ProfiledConfiguration configuration;
   double step_ms = 0;
   double forward_ms = 0, backward_ms = 0;  // the units' sums, per micro-batch
-  double gpu_optimizer_ms = 0, cpu_optimizer_ms = 0;
+  double gpu_optimizer_ms = 0, cpu_optimizer_ms = 0;  // the host's: over the steps step_ms times, where recorded
   double gpu_parameters = 0, cpu_parameters = 0;  // updated on each by one rank
   double exposed_copies_ms = 0;                   // the step's copies that compute did not hide
   double other_compute_ms = 0;                    // compute in neither a unit's pass nor the update, a step

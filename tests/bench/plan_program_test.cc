@@ -74,6 +74,34 @@ class PlanProgram : public ::testing::Test {
 
 fs::path* PlanProgram::dir_ = nullptr;
 
+// An offload entry's host update is also kept over the timed steps (the steps step_ms is of), from the record; the
+// planner takes it, so a one-GPU basis subtracts its own steps' update.
+TEST_F(PlanProgram, OffloadEntriesCarryTheTimedStepsHostUpdate) {
+  const Json profile = read_json(PlanProgram::profile());
+  std::map<std::pair<int64_t, int64_t>, double> timed;  // (world, stage) -> the record's host update
+  std::istringstream files(records());
+  for (std::string file; files >> file;) {
+    for (const Json& record : read_json(file)) {
+      if (record.at("strategy") == "cpu_optimizer")
+        timed[{record.at("world_size"), record.at("stage")}] = record.at("offload_cpu_optimizer_ms");
+    }
+  }
+  int offload_entries = 0;
+  for (const Json& entry : profile.at("entries")) {
+    const Json& c = entry.at("configuration");
+    const Json& host_update = entry.at("optimizer").at("timed_cpu_ms");
+    if (c.at("strategy") != "cpu_optimizer") {
+      EXPECT_TRUE(host_update.is_null()) << c.dump();
+      continue;
+    }
+    ++offload_entries;
+    ASSERT_TRUE(timed.count({c.at("world_size"), c.at("stage")})) << c.dump();
+    EXPECT_EQ(host_update.get<double>(), (timed[{c.at("world_size"), c.at("stage")}])) << c.dump();
+    EXPECT_GT(host_update.get<double>(), 0);
+  }
+  EXPECT_EQ(offload_entries, 5) << "one rank stage 1; two ranks stages 0-3";
+}
+
 TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
   const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + records());
   ASSERT_EQ(r.exit_code, 0) << r.output;
