@@ -2,7 +2,7 @@
 """Writes the golden files that the CPU backend is checked against (tests/models/golden_test.cc).
 
 For each tiny model (GPT-2, OPT, Llama with grouped-query attention, Llama 3 with scaled RoPE and tied
-embeddings) this builds the Hugging Face implementation in float64 with random weights (rounded to float32,
+embeddings, Mistral with a sliding window of half the sequence) this builds the Hugging Face implementation in float64 with random weights (rounded to float32,
 which is what the engine computes in), then records:
   - the loss and every parameter gradient for one batch (the forward/backward check), and
   - three optimizer steps with torch.optim and clip_grad_norm_ (losses, gradient norms, final weights).
@@ -20,7 +20,8 @@ import json, math, os, struct, sys
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM)
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          OPTConfig, OPTForCausalLM)
 
 BATCH, SEQ, STEPS = 2, 16, 3
 
@@ -50,6 +51,12 @@ def tiny_models():
             rope_theta=10000.0, rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
             **common),
+            dict(kind="adamw", lr=1e-2, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1)),
+        # The window (8) is half the sequence (16): the later queries attend to a band of keys.
+        "mistral-tiny": (MistralForCausalLM, MistralConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=1000000.0,
+            sliding_window=8, tie_word_embeddings=False, attention_dropout=0.0, **common),
             dict(kind="adamw", lr=1e-2, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1)),
     }
 
@@ -89,7 +96,7 @@ def engine_tensors(model, kind, pick):
                     (u, "mlp.fc.weight", pick(layer.fc1.weight)), (u, "mlp.fc.bias", pick(layer.fc1.bias)),
                     (u, "mlp.proj.weight", pick(layer.fc2.weight)), (u, "mlp.proj.bias", pick(layer.fc2.bias))]
         out += [("final", "ln_f.weight", pick(d.final_layer_norm.weight)), ("final", "ln_f.bias", pick(d.final_layer_norm.bias))]
-    else:  # llama
+    else:  # llama and mistral (the same modules)
         m = model.model
         out += [("embeddings", "wte", padded_rows(pick(m.embed_tokens.weight)))]
         for l, layer in enumerate(m.layers):
