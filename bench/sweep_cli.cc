@@ -122,20 +122,31 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   // "bf16 on cuda, fp32 on cpu" is the dtype axis's default: the device's own.
   t.num_steps = num_steps;
   t.device = program_device(t.device, "sweep");
-  // A sequence length beyond a model's maximum leaves that model's points at it out (a matrix of several models
-  // names lengths some of them cannot take); the others must all be valid.
-  std::map<std::string, int64_t> max_seq;
+  // A sequence length beyond a model's maximum, or on a GPU beyond its sliding window (whose band the GPU's attention
+  // does not compute yet), leaves that model's points at it out (a matrix of several models names lengths some of
+  // them cannot take); the others must all be valid.
+  std::map<std::string, TransformerConfig> models;
   std::map<std::pair<std::string, int64_t>, int> left_out;
   std::set<std::string> resolved_points;
+  const bool on_gpu = t.device.rfind("cuda", 0) == 0;
   for (const std::string& model : plan.axes.models) {
     try {
-      max_seq[model] = resolve_model(model).max_seq_len;
+      models[model] = resolve_model(model);
     } catch (const UsageError& e) {
       throw UsageError(cat("--models: ", e.what()));
     }
   }
+  auto why_left_out = [&](const std::string& model, int64_t seq) -> std::string {
+    const TransformerConfig& c = models.at(model);
+    if (seq > c.max_seq_len) return cat("exceeds its maximum of ", c.max_seq_len);
+    if (on_gpu && needs_banded_attention(c, seq)) {
+      return cat("exceeds its sliding window of ", *c.sliding_window, ", whose band the GPU's attention does not "
+                 "compute yet");
+    }
+    return {};
+  };
   for (const SweepPoint& p : sweep_points(plan.axes)) {  // (validates the axes)
-    if (p.seq_length > max_seq.at(p.model)) {
+    if (!why_left_out(p.model, p.seq_length).empty()) {
       ++left_out[{p.model, p.seq_length}];
       continue;
     }
@@ -153,11 +164,11 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
     plan.configurations.push_back(options);
   }
   for (const auto& [what, n] : left_out) {
-    plan.left_out.push_back(cat(what.first, ": seq ", what.second, " exceeds its maximum of ", max_seq.at(what.first),
-                                " (", n, " configuration(s) left out)"));
+    plan.left_out.push_back(cat(what.first, ": seq ", what.second, " ", why_left_out(what.first, what.second), " (", n,
+                                " configuration(s) left out)"));
   }
   if (plan.points.empty()) {
-    throw UsageError(cat("--seq-lengths: every length exceeds the models' maximum (", plan.left_out.front(), ")"));
+    throw UsageError(cat("--seq-lengths: every length is beyond what the models take (", plan.left_out.front(), ")"));
   }
   TrainingRun first = point_run(t, plan.points.front());
   first.profile.in_memory = true;  // every configuration's last steps split by unit (the per-model profile)

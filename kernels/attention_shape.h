@@ -25,6 +25,8 @@ struct AttentionShape {
   ZB_HOST_DEVICE int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
   // Whether the window leaves out any key of a causal attention over seq tokens.
   ZB_HOST_DEVICE bool banded() const { return window > 0 && window < seq; }
+  // The keys a query's row spans for FLOP counts (the causal mask not discounted): the window, or the sequence.
+  ZB_HOST_DEVICE int64_t key_span() const { return banded() ? window : seq; }
   ZB_HOST_DEVICE int64_t q_width() const { return heads * head_dim; }
   ZB_HOST_DEVICE int64_t kv_width() const { return kv_heads * head_dim; }
   ZB_HOST_DEVICE int64_t qkv_width() const { return q_width() + 2 * kv_width(); }

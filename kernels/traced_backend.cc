@@ -18,7 +18,7 @@ double bytes_of(std::initializer_list<const Tensor*> tensors) {
 double gemm_flops(int64_t m, int64_t k, int64_t n) { return 2.0 * double(m) * double(k) * double(n); }
 
 double attention_forward_flops(const AttentionShape& s) {
-  return 2.0 * double(s.batch) * double(s.heads) * double(s.seq) * double(s.seq) * double(s.head_dim);
+  return 2.0 * double(s.batch) * double(s.heads) * double(s.seq) * double(s.key_span()) * double(s.head_dim);
 }
 
 // On the CPU backend a copy is the work itself; on a device the host's slice is its launch (the device's record of

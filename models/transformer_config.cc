@@ -71,7 +71,8 @@ int64_t parameter_count(const TransformerConfig& c) {
 double training_flops_per_token(const TransformerConfig& c, int64_t seq_len) {
   const double weights = c.lora.enabled() ? 4.0 * double(parameter_count(c)) + 6.0 * double(lora_parameter_count(c))
                                           : 6.0 * double(parameter_count(c));
-  return weights + 12.0 * double(c.n_layer) * double(seq_len) * double(c.attention_width());
+  const double keys = c.sliding_window ? double(std::min(seq_len, *c.sliding_window)) : double(seq_len);
+  return weights + 12.0 * double(c.n_layer) * keys * double(c.attention_width());
 }
 
 std::string describe(const TransformerConfig& c) {

@@ -73,7 +73,8 @@ int64_t parameter_count(const TransformerConfig& config);
 
 // Training FLOPs per token, counted as the PyTorch reference and llm.c count them so that TFLOP/s and MFU
 // compare: 6 per parameter, plus 12 * layers * seq * attention width for the two T x T products of attention
-// (forward and backward, without halving for the causal mask). With LoRA the frozen weights count 4 (the
+// (forward and backward, without halving for the causal mask; with a sliding window narrower than seq, the
+// window in place of seq). With LoRA the frozen weights count 4 (the
 // forward and the input's gradient; their own gradient is not computed) and the adapters 6.
 double training_flops_per_token(const TransformerConfig& config, int64_t seq_len);
 

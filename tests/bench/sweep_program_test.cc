@@ -118,6 +118,26 @@ TEST(Sweep, AMemoryCapRunsOutWhereTheMemoryModelSaysAndSkipsTheLargerOnes) {
   EXPECT_NE(r.output.find("fits up to batch 2 at seq 64"), std::string::npos) << r.output;
 }
 
+// On the CPU backend a model's sliding window narrower than the sequence is computed (a band of keys), not left out
+// as it is on a GPU, whose attention does not band yet.
+TEST(Sweep, RunsSequencesBeyondASlidingWindowOnTheCpu) {
+  TempDir out;
+  const fs::path model = out.path() / "mistral";
+  fs::create_directories(model);
+  std::ofstream(model / "config.json") << R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "max_position_embeddings": 64, "sliding_window": 16, "_name_or_path": "mistral-window-16"})";
+  const ProgramResult r = run_program("sweep", "--device cpu --warmup-steps 0 --num-steps 2 --batch-sizes 1 "
+                                               "--seq-lengths 16 32 --models " + model.string() +
+                                               " --output-dir " + (out.path() / "runs").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("not run:"), std::string::npos) << r.output;
+  const Json records = sweep_records(out.path() / "runs");
+  ASSERT_EQ(records.size(), 2u);
+  for (const Json& record : records) EXPECT_EQ(record["status"], "ok") << record.dump();
+  EXPECT_EQ(records[1]["seq_length"], 32);
+}
+
 TEST(Sweep, TheProfilesUnitTimesAddUpToTheStep) {
   TempDir out;
   const ProgramResult r = run_program("sweep", kModel + "--batch-sizes 2 --seq-lengths 32 --grad-accum 1 2 " +

@@ -237,6 +237,7 @@ TEST_F(CpuAttention, SlidingWindow) {
   AttentionShape s{2, 7, 4, 2, 4};
   s.window = 3;
   ASSERT_TRUE(s.banded());
+  EXPECT_EQ(s.key_span(), 3) << "a query's row spans the window (FLOP counts)";
   auto qkv = rnd.normal(s.tokens() * s.qkv_width());
   const std::vector<double> banded = output(s, qkv);
   const int64_t d = s.head_dim, w = s.qkv_width();

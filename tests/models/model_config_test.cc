@@ -151,6 +151,10 @@ TEST_F(HfConfigFiles, MistralIsLlamasBlockWithItsSlidingWindow) {
   EXPECT_TRUE(needs_banded_attention(v01, 4097));
   EXPECT_FALSE(needs_banded_attention(v03, 32768));
   EXPECT_EQ(sequence_length_problem(v01, 32768), "");
+  // Attention's work a token spans the window's keys, not the sequence's, beyond the window.
+  const double weights = 6.0 * double(parameter_count(v01)), attention = 12.0 * 32 * 4096;
+  EXPECT_DOUBLE_EQ(training_flops_per_token(v01, 2048), weights + attention * 2048);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(v01, 8192), weights + attention * 4096);
   EXPECT_NE(sequence_length_problem(v01, 40000).find("maximum of 32768"), std::string::npos);
   // A mistral file is read as the llama file of the same fields would be.
   std::string as_llama = kMistral01Config;
