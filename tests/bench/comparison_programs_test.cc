@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -263,8 +264,8 @@ TEST(ComparisonPrograms, ZeroBenchRunsEveryStageAndWritesEveryOutput) {
 // activation memory as planned (full least, none most), and training exactly as without it.
 // --profile-dir under mpirun: each configuration writes a trace, summary and timeline per rank (no schedule: the
 // last three steps), with its label in the names, and its record the exposed times. The ranks' traces share rank
-// 0's clock: the same step starts on both within a fraction of the step (every step ends in collectives that hold
-// the ranks together; a trace on another clock would be off by the gap between the ranks' own readings).
+// 0's clock: a step starts on both within a fraction of the step (every step ends in collectives that hold the
+// ranks together; a trace on another clock would put every step off by the gap between the ranks' own readings).
 TEST(ComparisonPrograms, ProfilesEachConfigurationOnEveryRankOnOneClock) {
   TempDir dir;
   const auto r = run_job("zero_bench", tiny_run(3) + " --stages 1 3 --output-dir " + dir.path().string() +
@@ -289,11 +290,14 @@ TEST(ComparisonPrograms, ProfilesEachConfigurationOnEveryRankOnOneClock) {
       EXPECT_TRUE(collectives) << "the stage's collectives are traced";
       EXPECT_EQ(starts[size_t(rank)].size(), 3u);
     }
+    // A clock offset would move every step alike; a rank preempted on a busy host delays one: the closest step.
     const double shortest = *std::min_element(durations.begin(), durations.end());
+    double closest = std::numeric_limits<double>::infinity();
     for (const auto& [step, start] : starts[0]) {
       ASSERT_TRUE(starts[1].count(step)) << step;
-      EXPECT_LT(std::abs(starts[1][step] - start), 0.5 * shortest) << step << " starts apart on the two ranks";
+      closest = std::min(closest, std::abs(starts[1][step] - start));
     }
+    EXPECT_LT(closest, 0.5 * shortest) << "every step starts apart on the two ranks";
   }
   const Json records = read_json(only_file(dir.path(), "zero_comparison_", ".json"));
   for (const Json& record : records) {
