@@ -335,10 +335,8 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
-  if (run.device.is_cuda() && needs_banded_attention(o.model, o.seq)) {
-    throw UsageError(cat("--seq-length: ", o.seq, " exceeds ", o.model.name, "'s sliding window of ",
-                         *o.model.sliding_window, " (sliding_window): attention over a band of keys runs on the CPU "
-                         "backend only so far; up to the window the GPU trains it"));
+  if (const std::string problem = gpu_attention_problem(o.model, o.seq); run.device.is_cuda() && !problem.empty()) {
+    throw UsageError(cat("--seq-length: ", problem));
   }
   o.dtype = resolve_dtype(f.dtype, run.device);
   o.loss_scaling = loss_scaling_of(f, o.dtype);

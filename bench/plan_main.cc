@@ -272,9 +272,8 @@ int plan(const PlanFlags& f) {
     throw zb::UsageError(
         zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", base.model.name));
   }
-  if (zb::needs_banded_attention(base.model, base.seq)) {  // (the profiles are GPU runs)
-    throw zb::UsageError(zb::cat("--seq-length: ", base.seq, " exceeds ", base.model.name, "'s sliding window of ",
-                                 *base.model.sliding_window, ", whose band the GPU's attention does not compute yet"));
+  if (const std::string problem = zb::gpu_attention_problem(base.model, base.seq); !problem.empty()) {
+    throw zb::UsageError(zb::cat("--seq-length: ", problem));  // (the profiles are GPU runs)
   }
   base.dtype = zb::parse_dtype(most_common(profile, [](const auto& c) { return c.dtype; }));
   zb::set_optimizer(base.optimizer, most_common(profile, [](const auto& c) { return c.optimizer; }));

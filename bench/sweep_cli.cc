@@ -138,12 +138,8 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   }
   auto why_left_out = [&](const std::string& model, int64_t seq) -> std::string {
     const TransformerConfig& c = models.at(model);
-    if (seq > c.max_seq_len) return cat("exceeds its maximum of ", c.max_seq_len);
-    if (on_gpu && needs_banded_attention(c, seq)) {
-      return cat("exceeds its sliding window of ", *c.sliding_window, ", whose band the GPU's attention does not "
-                 "compute yet");
-    }
-    return {};
+    if (seq > c.max_seq_len) return cat("seq ", seq, " exceeds its maximum of ", c.max_seq_len);
+    return on_gpu ? gpu_attention_problem(c, seq) : std::string();
   };
   for (const SweepPoint& p : sweep_points(plan.axes)) {  // (validates the axes)
     if (!why_left_out(p.model, p.seq_length).empty()) {
@@ -164,8 +160,8 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
     plan.configurations.push_back(options);
   }
   for (const auto& [what, n] : left_out) {
-    plan.left_out.push_back(cat(what.first, ": seq ", what.second, " ", why_left_out(what.first, what.second), " (", n,
-                                " configuration(s) left out)"));
+    plan.left_out.push_back(
+        cat(what.first, ": ", why_left_out(what.first, what.second), " (", n, " configuration(s) left out)"));
   }
   if (plan.points.empty()) {
     throw UsageError(cat("--seq-lengths: every length is beyond what the models take (", plan.left_out.front(), ")"));
