@@ -23,6 +23,10 @@ struct AttentionShape {
   ZB_HOST_DEVICE int64_t tokens() const { return batch * seq; }
   // The first key query t attends to.
   ZB_HOST_DEVICE int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
+  // The last query that attends to key u (the sequence's last where the window reaches past it).
+  ZB_HOST_DEVICE int64_t last_query(int64_t u) const {
+    return window > 0 && u + window < seq ? u + window - 1 : seq - 1;
+  }
   // Whether the window leaves out any key of a causal attention over seq tokens.
   ZB_HOST_DEVICE bool banded() const { return window > 0 && window < seq; }
   // The keys a query's row spans for FLOP counts (the causal mask not discounted): the window, or the sequence.

@@ -1,6 +1,7 @@
 // Causal attention on CUDA cores, one warp per query row (forward, dQ) or key row (dK, dV), lanes across the
-// head dimension. Any head size up to 256 and any dtype; used for fp32 and for head sizes the flash kernels
-// do not cover. Straightforward rather than fast.
+// head dimension; each query row walks only its sliding window's keys (AttentionShape::first_key), each key row
+// only the queries whose window holds it (last_query). Any head size up to 256 and any dtype; used for fp32 and
+// for head sizes the flash kernels do not cover. Straightforward rather than fast.
 #pragma once
 
 #include "kernels/attention_shape.h"
@@ -39,7 +40,7 @@ __global__ void simple_attention_forward_kernel(const T* qkv, AttentionShape s, 
   const int64_t kvh = h / s.group_size();
   float o[kSimpleMaxDimPerLane] = {};
   float m = -INFINITY, l = 0.0f;
-  for (int64_t u = 0; u <= t; ++u) {
+  for (int64_t u = s.first_key(t); u <= t; ++u) {
     const float score = warp_dot(qkv + ix.q(b, t, h), qkv + ix.k(b, u, kvh), s.head_dim, lane) * scale;
     const float m_new = fmaxf(m, score), alpha = expf(m - m_new), p = expf(score - m_new);
     l = l * alpha + p;
@@ -79,7 +80,7 @@ __global__ void simple_attention_dq_kernel(const T* dout, const T* qkv, const fl
   const int64_t t = row % s.seq, h = (row / s.seq) % s.heads, b = row / (s.seq * s.heads);
   const int64_t kvh = h / s.group_size();
   float dq[kSimpleMaxDimPerLane] = {};
-  for (int64_t u = 0; u <= t; ++u) {
+  for (int64_t u = s.first_key(t); u <= t; ++u) {
     const float p = expf(warp_dot(qkv + ix.q(b, t, h), qkv + ix.k(b, u, kvh), s.head_dim, lane) * scale -
                          lse[ix.row(b, h, t)]);
     const float dp = warp_dot(dout + ix.o(b, t, h), qkv + ix.v(b, u, kvh), s.head_dim, lane);
@@ -106,7 +107,7 @@ __global__ void simple_attention_dkdv_kernel(const T* dout, const T* qkv, const 
   const int64_t u = row % s.seq, kvh = (row / s.seq) % s.kv_heads, b = row / (s.seq * s.kv_heads);
   float dk[kSimpleMaxDimPerLane] = {}, dv[kSimpleMaxDimPerLane] = {};
   for (int64_t h = kvh * s.group_size(); h < (kvh + 1) * s.group_size(); ++h) {
-    for (int64_t t = u; t < s.seq; ++t) {
+    for (int64_t t = u; t <= s.last_query(u); ++t) {
       const float p = expf(warp_dot(qkv + ix.q(b, t, h), qkv + ix.k(b, u, kvh), s.head_dim, lane) * scale -
                            lse[ix.row(b, h, t)]);
       const float dp = warp_dot(dout + ix.o(b, t, h), qkv + ix.v(b, u, kvh), s.head_dim, lane);

@@ -447,20 +447,8 @@ cuda::CudnnAttention* CudaBackend::cudnn_attention(const Tensor& qkv) {
 }
 #endif
 
-namespace {
-
-// The CUDA kernels and cuDNN's graphs are causal over the whole sequence: a window narrower than it is refused,
-// not computed as another model's attention.
-void require_no_band(const AttentionShape& s) {
-  ZB_CHECK(!s.banded(), "sliding-window attention (a window of ", s.window, " over ", s.seq,
-           " tokens) is implemented on the CPU backend only so far; sequences up to the window train on the GPU");
-}
-
-}  // namespace
-
 void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, Tensor& out, Tensor& lse) {
   checks::attention(qkv, s, out, lse, device());
-  require_no_band(s);
 #ifdef ZB_HAVE_CUDNN
   if (cuda::CudnnAttention* fused = cudnn_attention(qkv)) {
     if (const std::optional<size_t> bytes = fused->forward_workspace(s, qkv.dtype)) {
@@ -480,7 +468,6 @@ void CudaBackend::attention_forward(const Tensor& qkv, const AttentionShape& s, 
 void CudaBackend::attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                                      const AttentionShape& s, Tensor& dqkv) {
   checks::attention(qkv, s, out, lse, device());
-  require_no_band(s);
   checks::same_shape(out, dout, "attention dout", device());
   checks::same_shape(qkv, dqkv, "attention dqkv", device());
 #ifdef ZB_HAVE_CUDNN

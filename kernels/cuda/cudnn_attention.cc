@@ -37,21 +37,37 @@ enum Uid : int64_t {
   kDk,
   kDv,
   kOne,
-  kSoftmaxSum,  // the backward's per-row dot(dout, out), in the workspace
+  kSoftmaxSum,     // the backward's per-row dot(dout, out), in the workspace
   kDqAccumulator,  // the backward's fp32 query gradient, in the workspace
+  kWindow,         // the sliding window's width, bound only where the shape is banded
 };
+
+// The first cuDNN whose fusion engines take the sliding window's mask (as cuDNN's frontend requires).
+constexpr int kBandVersion = 90200;
 
 // qkv's elements as raw 16 bits (bf16 or fp16 alike), for offsets into it.
 using Element = uint16_t;
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The sliding window where it leaves keys out; 0 where the attention is causal over the whole sequence.
+int64_t band(const AttentionShape& shape) {
+  return shape.banded() ? shape.window : 0;
+}
+
 // Views of the fused projection and of the other tensors, as 4-D [batch, heads, seq, head_dim] strides.
 struct Layout {
   int64_t b, h, kv, s, d, w;
+  int64_t window;        // band(shape): 0 builds no band mask
   cudnnDataType_t data;  // of qkv, out and their gradients: bf16 or fp16
   Layout(const AttentionShape& shape, DType dtype)
-      : b(shape.batch), h(shape.heads), kv(shape.kv_heads), s(shape.seq), d(shape.head_dim), w(shape.qkv_width()),
+      : b(shape.batch),
+        h(shape.heads),
+        kv(shape.kv_heads),
+        s(shape.seq),
+        d(shape.head_dim),
+        w(shape.qkv_width()),
+        window(band(shape)),
         data(dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16) {}
 
   // Query heads of qkv (or of dqkv).
@@ -96,6 +112,29 @@ Graph::Tensor causal_mask(Graph& g, const Layout& l, Graph::Tensor scores, Graph
   return masked;
 }
 
+// The causal mask and, where the layout is banded, the sliding window's after it: the scores whose key lies
+// among the query's `window` latest positions (col + window > row), -infinity elsewhere. The window's mask is
+// built as cuDNN's frontend builds its sliding-window (left-bound) mask, the shape its fusion engines recognise
+// (cuDNN 9.2 on): fresh row and column indices of the causally masked scores, the window (a by-value fp32
+// scalar) added to the column index in fp32, a comparison, a select.
+Graph::Tensor attention_mask(Graph& g, const Layout& l, Graph::Tensor scores, Graph::Tensor negative_infinity,
+                             cudnnDataType_t index_precision) {
+  Graph::Tensor causal = causal_mask(g, l, scores, negative_infinity, index_precision);
+  if (l.window == 0) return causal;
+  Graph::Tensor window = g.tensor(scalar(kWindow));
+  Graph::Tensor row = g.intermediate(l.scores(), CUDNN_DATA_INT32);
+  Graph::Tensor col = g.intermediate(l.scores(), CUDNN_DATA_INT32);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, causal, row, nullptr, nullptr, index_precision, 2);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, causal, col, nullptr, nullptr, index_precision, 3);
+  Graph::Tensor reach = g.intermediate(l.scores());
+  g.pointwise(CUDNN_POINTWISE_ADD, col, reach, window, nullptr, CUDNN_DATA_FLOAT, 3);
+  Graph::Tensor keep = g.intermediate(l.scores(), CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_CMP_GT, reach, keep, row, nullptr, CUDNN_DATA_BOOLEAN);
+  Graph::Tensor masked = g.intermediate(l.scores());
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, causal, masked, negative_infinity, keep);
+  return masked;
+}
+
 // O = softmax(mask(Q K^T * scale)) V, and the rows' log-sum-exp.
 void build_forward(Graph& g, const Layout& l, cudnnDataType_t index_precision) {
   Graph::Tensor q = g.tensor(l.query(kQ)), k_t = g.tensor(l.key_value_transposed(kK));
@@ -106,7 +145,7 @@ void build_forward(Graph& g, const Layout& l, cudnnDataType_t index_precision) {
   Graph::Tensor products = g.intermediate(l.scores()), scaled = g.intermediate(l.scores());
   g.matmul(q, k_t, products);
   g.pointwise(CUDNN_POINTWISE_MUL, products, scaled, scale);
-  Graph::Tensor masked = causal_mask(g, l, scaled, negative_infinity, index_precision);
+  Graph::Tensor masked = attention_mask(g, l, scaled, negative_infinity, index_precision);
   Graph::Tensor row_max = g.intermediate(l.row_dims()), shifted = g.intermediate(l.scores());
   Graph::Tensor exps = g.intermediate(l.scores()), row_sum = g.intermediate(l.row_dims());
   Graph::Tensor log_sum = g.intermediate(l.row_dims());
@@ -145,7 +184,7 @@ void build_backward(Graph& g, const Layout& l, cudnnDataType_t index_precision) 
   g.matmul(q, k_t, products);
   g.pointwise(CUDNN_POINTWISE_MUL, products, scaled, scale);
   g.pointwise(CUDNN_POINTWISE_SUB, scaled, centred, stats);
-  Graph::Tensor masked = causal_mask(g, l, centred, negative_infinity, index_precision);
+  Graph::Tensor masked = attention_mask(g, l, centred, negative_infinity, index_precision);
   Graph::Tensor probabilities = g.intermediate(l.scores());
   g.pointwise(CUDNN_POINTWISE_EXP, masked, probabilities);
 
@@ -198,7 +237,8 @@ struct CudnnAttention::Plans {
   // The forward's candidates until its first run has timed them, then the fastest alone; the backward's one.
   std::vector<cudnn::Plan> forward, backward;
   std::string forward_why, backward_why;
-  float scale = 1.0f, negative_infinity = 0.0f, one = 1.0f;  // the by-value scalars, read at execution
+  float scale = 1.0f, negative_infinity = 0.0f, one = 1.0f, window = 0.0f;  // the by-value scalars, read at execution
+  bool banded = false;  // whether the graphs take the window (kWindow)
 };
 
 CudnnAttention::CudnnAttention() { cudnn::check(cudnnCreate(&handle_), "cudnnCreate"); }
@@ -210,18 +250,26 @@ CudnnAttention::~CudnnAttention() {
 
 CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s, DType dtype) {
   ZB_CHECK(dtype == DType::bf16 || dtype == DType::f16, "cuDNN attention takes bf16 or fp16, not ", dtype_name(dtype));
-  const Key key{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, int(dtype)};
+  const Key key{s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, band(s), int(dtype)};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plans = std::make_unique<Plans>();
   plans->scale = float(1.0 / std::sqrt(double(s.head_dim)));
+  const int version = int(cudnnGetVersion());
   // -infinity where the fusion engines take it (cuDNN 9.10 on); the lowest float before.
   plans->negative_infinity =
-      cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
+      version >= 91000 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::lowest();
   const Layout layout(s, dtype);
+  plans->banded = layout.window != 0;
+  plans->window = float(layout.window);
   if (s.head_dim % 8 != 0 || s.head_dim > 128 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0) {
     plans->forward_why = plans->backward_why =
         cat("cuDNN's fused attention takes head sizes that are multiples of 8 up to 128 (this one: ", s.head_dim, ")");
+  } else if (plans->banded && version < kBandVersion) {
+    plans->forward_why = plans->backward_why =
+        cat("cuDNN's fused attention takes a sliding window from cuDNN ", kBandVersion / 10000, ".",
+            kBandVersion / 100 % 100, " on (this one: ", version / 10000, ".", version / 100 % 100, ".", version % 100,
+            ")");
   } else {
     // The index generators' precision: fp32 is what current cuDNN front ends declare, int32 what earlier ones
     // did; the first that builds is kept.
@@ -264,10 +312,14 @@ void CudnnAttention::forward(const void* qkv, const AttentionShape& s, DType dty
   const auto* base = static_cast<const Element*>(qkv);
   const int64_t key_offset = s.q_width(), value_offset = s.q_width() + s.kv_width();
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-  const std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
-  const std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
-                                    const_cast<Element*>(base + value_offset), out, lse, &plans.scale,
-                                    &plans.negative_infinity};
+  std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
+  std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
+                              const_cast<Element*>(base + value_offset), out, lse, &plans.scale,
+                              &plans.negative_infinity};
+  if (plans.banded) {
+    uids.push_back(kWindow);
+    pointers.push_back(&plans.window);
+  }
   if (plans.forward.size() > 1) {
     // The forward only writes out and lse, so each candidate may run on the real operands.
     const std::vector<float> ms = time_candidates(
@@ -310,14 +362,17 @@ void CudnnAttention::backward(const void* dout, const void* qkv, const void* out
     rest += 2 * l.per_query_head_bytes();
   }
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
-  plans.backward.front().execute(
-      handle_,
-      {kQ, kK, kV, kO, kDout, kStats, kScale, kNegativeInfinity, kOne, kDq, kDk, kDv, kSoftmaxSum, kDqAccumulator},
-      {const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
-       const_cast<Element*>(base + value_offset), const_cast<void*>(out), const_cast<void*>(dout),
-       const_cast<float*>(lse), &plans.scale, &plans.negative_infinity, &plans.one, dbase, dk, dv, softmax_sum,
-       dq_accumulator},
-      rest);
+  std::vector<int64_t> uids{kQ, kK, kV, kO, kDout, kStats, kScale, kNegativeInfinity, kOne, kDq, kDk, kDv,
+                            kSoftmaxSum, kDqAccumulator};
+  std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
+                              const_cast<Element*>(base + value_offset), const_cast<void*>(out),
+                              const_cast<void*>(dout), const_cast<float*>(lse), &plans.scale,
+                              &plans.negative_infinity, &plans.one, dbase, dk, dv, softmax_sum, dq_accumulator};
+  if (plans.banded) {
+    uids.push_back(kWindow);
+    pointers.push_back(&plans.window);
+  }
+  plans.backward.front().execute(handle_, uids, pointers, rest);
   if (l.grouped()) {
     const auto sum_groups = [&]<typename T>() {
       sum_head_groups(static_cast<const T*>(dk), s, reinterpret_cast<T*>(dbase + key_offset), stream);

@@ -1,14 +1,17 @@
-// CudnnAttention: causal attention (bf16 or fp16) through cuDNN's fused flash-attention graphs, as an alternative to
-// our own flash kernels. The graphs read Q, K and V straight out of the fused qkv projection and write the
-// output, the log-sum-exp and the gradients in the same layouts as our kernels do (the log-sum-exp is the
-// natural-log one of the scaled, masked scores in both), so either direction may run on either
-// implementation. Grouped-query attention computes per-query-head key and value gradients in the workspace
-// and sums each group into dqkv.
+// CudnnAttention: causal attention (bf16 or fp16), within the shape's sliding window where it has one, through
+// cuDNN's fused flash-attention graphs, as an alternative to our own flash kernels. The graphs read Q, K and V
+// straight out of the fused qkv projection and write the output, the log-sum-exp and the gradients in the same
+// layouts as our kernels do (the log-sum-exp is the natural-log one of the scaled, masked scores in both), so
+// either direction may run on either implementation. Grouped-query attention computes per-query-head key and
+// value gradients in the workspace and sums each group into dqkv.
 //
 // The graph (matmul, scale, causal mask, softmax with its statistics, matmul; and the backward's 19
 // operations) is what cuDNN's fusion engines recognise as flash attention on cuDNN 8.9 through 9.2x; newer
-// versions also offer single SDPA operations. Plans are built once per shape and cached; the forward's first
-// run times the first few plans cuDNN's heuristics offer and keeps the fastest (their first is not always it).
+// versions also offer single SDPA operations. A sliding window narrower than the sequence adds its band mask
+// after the causal one in either direction, which the engines take from cuDNN 9.2 on; an older cuDNN builds no
+// plan for a banded shape (why_unavailable says so). Plans are built once per shape and cached; the forward's
+// first run times the first few plans cuDNN's heuristics offer and keeps the fastest (their first is not always
+// it).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -52,7 +55,8 @@ class CudnnAttention {
 
  private:
   struct Plans;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;  // the shape and the dtype
+  // The shape (its window where it is banded, else 0) and the dtype.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   Plans& plans_for(const AttentionShape& shape, DType dtype);
 
   cudnnContext* handle_ = nullptr;

@@ -6,6 +6,13 @@
 // diagonal, rescaling its output online. Backward, deterministically (no atomics), in two kernels: dK/dV per
 // block of 64 keys of a kv head, walking the later query blocks of each query head in its group; and dQ per
 // block of 64 queries, walking the earlier key blocks. Both rebuild P from the saved log-sum-exp.
+//
+// A sliding window (AttentionShape::window narrower than the sequence) bounds the walks: a query block's walk
+// starts at the key block holding its first query's first key (first_key), and a key block's walk ends at the
+// query block holding the last query that sees its last key (last_query), so the work grows with the window, not
+// the sequence. Within a walk, a warp skips a block none of whose query-key pairs lies in the band, masks
+// elementwise a block where some pair lies outside it (the diagonal block, whose later keys follow earlier
+// queries, and blocks holding a key older than a query's window), and runs the others unmasked.
 #pragma once
 
 #include "kernels/attention_shape.h"
@@ -30,6 +37,18 @@ constexpr int kForwardBlocks = D == 64 ? 3 : 1;
 template <int D>
 constexpr int kDqBlocks = D == 64 ? 3 : 1;
 
+// The band's width for the masks: the window where it leaves keys out, else wider than any query-key distance.
+constexpr int kUnbanded = 0x7fffffff;
+__device__ __forceinline__ int band_width(const AttentionShape& s) {
+  return s.banded() ? int(s.window) : kUnbanded;
+}
+
+// Whether a query `distance` positions after its key (negative: before it) lies outside the band: its key is
+// later than it, or `window` or more positions earlier. One unsigned comparison covers both (window > 0).
+__device__ __forceinline__ bool outside_band(int distance, int window) {
+  return static_cast<unsigned>(distance) >= static_cast<unsigned>(window);
+}
+
 // Starts copying rows [first, first + rows) of one head (zero past the sequence) into a [rows][kLd] tile.
 template <int D, int kTileRows>
 __device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, int64_t row_stride, int64_t first, int64_t seq) {
@@ -41,13 +60,15 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, int64_t 
   }
 }
 
-// The key/value pipeline of the forward and dQ kernels: starts copying key block k_block + 1 into the other
-// stage (when there is one), waits for block k_block's copy, and returns its K tile (V follows it).
+// The key/value pipeline of the forward and dQ kernels, walking key blocks first_block..last_block (the first
+// copied into stage 0 before the walk): starts copying key block k_block + 1 into the other stage (when there is
+// one), waits for block k_block's copy, and returns its K tile (V follows it).
 template <int D>
 __device__ __forceinline__ const bf16* advance_kv(bf16* kv_tiles, const bf16* k_head, const bf16* v_head,
-                                                  int64_t stride, int64_t k_block, int64_t last_block, int64_t seq) {
+                                                  int64_t stride, int64_t k_block, int64_t first_block,
+                                                  int64_t last_block, int64_t seq) {
   constexpr int kTile = kRows * kLd<D>;
-  const int stage = int(k_block & 1);
+  const int stage = int((k_block - first_block) & 1);
   if (k_block < last_block) {
     bf16* next = kv_tiles + 2 * (stage ^ 1) * kTile;
     load_tile<D, kRows>(next, k_head, stride, (k_block + 1) * kRows, seq);
@@ -82,10 +103,24 @@ __device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], float s
 __device__ __forceinline__ int tile_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e / 2); }
 __device__ __forceinline__ int tile_col(int nt, int e) { return nt * 8 + 2 * ((threadIdx.x % 32) % 4) + e % 2; }
 
-// In a diagonal block (queries and keys of the same 64 positions), whether element e of score tile nt, in the
-// warp whose queries start at row warp_row of the block, has its key after its query.
-__device__ __forceinline__ bool key_after_query(int nt, int e, int warp_row) {
-  return tile_col(nt, e) > warp_row + tile_row(e);
+// Whether element e of score tile nt (queries by keys) lies outside the band, for a warp whose first query is
+// query_minus_key positions after the tile's first key.
+__device__ __forceinline__ bool score_outside_band(int nt, int e, int query_minus_key, int window) {
+  return outside_band(query_minus_key + tile_row(e) - tile_col(nt, e), window);
+}
+
+// For a warp of the forward or dQ kernel whose 16 queries start query_minus_key positions after the first key of
+// a key block: whether some query-key pair of the block lies outside the band. That is so in the diagonal block
+// (a key after a query, or past the sequence end, later than every real query), and in a block reaching back to
+// a key at or before the last query's position less the window.
+__device__ __forceinline__ bool block_needs_mask(int query_minus_key, int window) {
+  return query_minus_key < kRows || query_minus_key + 15 >= window;
+}
+
+// Whether every key of that block lies before the window of the warp's first query, so of all 16: the warp skips
+// the block (its queries' windows start later than the walk's, which is its block's first query's).
+__device__ __forceinline__ bool block_before_window(int query_minus_key, int window) {
+  return query_minus_key - (kRows - 1) >= window;
 }
 
 template <int D>
@@ -94,14 +129,18 @@ constexpr size_t forward_smem() {
 }
 
 // One key block of the forward pass for a warp's 16 queries: the scores, the online softmax (the running
-// maximum m in log2 units, per-lane partial row sums l) and O += P V. Only the diagonal block needs the causal
-// mask: every earlier block lies wholly before the warp's queries, and a key past the sequence end is later
-// than every real query, so it is masked there too. Every row keeps at least its own key, so m is finite
-// after the first block and no probability needs an infinity check.
-template <int D, bool kDiagonal>
+// maximum m in log2 units, per-lane partial row sums l) and O += P V. kMasked blocks (block_needs_mask) set the
+// scores outside the band to -inf; in the others every key lies in every query's band.
+//
+// Every row keeps its own key, which lies in the walk's last (diagonal) block, so m is finite at the end. A row
+// may have no key in the band in a masked block before its window starts (the walk starts at the window of the
+// block's first query, and later queries' windows start later): its maximum stays -inf, and the exponentials
+// are then taken against 0 so that alpha and the probabilities are 0, not NaN (-inf less -inf). An unmasked
+// block has finite scores only, so its maximum is finite.
+template <int D, bool kMasked>
 __device__ __forceinline__ void forward_step(float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
                                              const uint32_t (&qa)[D / 16][4], const bf16* k_tile, const bf16* v_tile,
-                                             float scale_log2, int warp_row) {
+                                             float scale_log2, int query_minus_key, int window) {
   float sc[8][4];
   mma::zero(sc);
   mma::mma_rows_as_columns<D / 16, 8>(sc, qa, k_tile, kLd<D>, 0, 0);
@@ -110,24 +149,25 @@ __device__ __forceinline__ void forward_step(float (&o)[D / 8][4], float (&m)[2]
   for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if (kDiagonal && key_after_query(nt, e, warp_row)) sc[nt][e] = -INFINITY;
+      if (kMasked && score_outside_band(nt, e, query_minus_key, window)) sc[nt][e] = -INFINITY;
       row_max[e / 2] = fmaxf(row_max[e / 2], sc[nt][e]);
     }
   }
-  float alpha[2], row_sum[2] = {0.0f, 0.0f};
+  float alpha[2], reference[2], row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 1));
     row_max[r] = fmaxf(row_max[r], __shfl_xor_sync(0xffffffffu, row_max[r], 2));
     const float m_new = fmaxf(m[r], row_max[r] * scale_log2);
-    alpha[r] = exp2f(m[r] - m_new);  // 0 on the first block, where m is still -inf
+    reference[r] = kMasked && m_new == -INFINITY ? 0.0f : m_new;  // no key of the band yet: see above
+    alpha[r] = exp2f(m[r] - reference[r]);  // 0 on the row's first block with a key, where m is still -inf
     m[r] = m_new;
   }
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      sc[nt][e] = exp2f(fmaf(sc[nt][e], scale_log2, -m[e / 2]));
+      sc[nt][e] = exp2f(fmaf(sc[nt][e], scale_log2, -reference[e / 2]));
       row_sum[e / 2] += sc[nt][e];
     }
   }
@@ -143,8 +183,8 @@ __device__ __forceinline__ void forward_step(float (&o)[D / 8][4], float (&m)[2]
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, kForwardBlocks<D>) forward_kernel(const bf16* qkv, AttentionShape s, bf16* out, float* lse,
-                                                            float scale) {
+__global__ void __launch_bounds__(kThreads, kForwardBlocks<D>)
+    forward_kernel(const bf16* qkv, AttentionShape s, bf16* out, float* lse, float scale) {
   constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
   bf16* q_tile = reinterpret_cast<bf16*>(smem);
@@ -157,25 +197,30 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<D>) forward_kernel(co
   const bf16* base = qkv + b * s.seq * stride;
   const bf16* k_head = base + s.q_width() + kvh * D;
   const bf16* v_head = k_head + s.kv_width();
-  load_tile<D, kRows>(q_tile, base + h * D, stride, q_block * kRows, s.seq);
-  load_tile<D, kRows>(kv_tiles, k_head, stride, 0, s.seq);
-  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, 0, s.seq);
+  const int64_t q0 = q_block * kRows, first_block = s.first_key(q0) / kRows;
+  load_tile<D, kRows>(q_tile, base + h * D, stride, q0, s.seq);
+  load_tile<D, kRows>(kv_tiles, k_head, stride, first_block * kRows, s.seq);
+  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, first_block * kRows, s.seq);
   mma::cp_async_commit();
 
-  const int64_t first_query = q_block * kRows + warp * 16;
+  const int64_t first_query = q0 + warp * 16;
+  const int window = band_width(s);
   const float scale_log2 = scale * kLog2e;
   float o[D / 8][4];
   mma::zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   uint32_t qa[KC][4];
 
-  for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
-    if (k_block == 0) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
-    if (k_block < q_block) {
-      forward_step<D, false>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, warp * 16);
+  int query_minus_key = int(first_query - first_block * kRows);
+  for (int64_t k_block = first_block; k_block <= q_block; ++k_block, query_minus_key -= kRows) {
+    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, first_block, q_block, s.seq);
+    if (k_block == first_block) mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
+    if (block_before_window(query_minus_key, window)) {
+      // nothing for this warp in this block
+    } else if (block_needs_mask(query_minus_key, window)) {
+      forward_step<D, true>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, query_minus_key, window);
     } else {
-      forward_step<D, true>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, warp * 16);
+      forward_step<D, false>(o, m, l, qa, k_tile, k_tile + kTile, scale_log2, query_minus_key, window);
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
@@ -217,14 +262,14 @@ __device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool va
 
 // One step of the dK/dV kernel for a warp's 16 keys (A fragments ka, va of K and V) against BQ queries: P^T
 // rebuilt from the saved log-sum-exp, dV += P^T dO, dS^T = P^T (dP^T - delta) with dP^T = V dO^T, and
-// dK += dS^T Q. kMasked steps apply the causal mask (query_minus_key: the first query's position less the
-// warp's first key's) and drop the queries past the sequence end (valid_queries of the block are real);
-// the others lie wholly after the key block and inside the sequence.
+// dK += dS^T Q. kMasked steps zero the pairs outside the band (query_minus_key: the first query's position
+// less the warp's first key's) and drop the queries past the sequence end (valid_queries of the block are
+// real); in the others every query lies after the key block, inside the sequence and within every key's window.
 template <int D, int BQ, bool kMasked>
 __device__ __forceinline__ void dkdv_step(float (&dk)[D / 8][4], float (&dv)[D / 8][4], const uint32_t (&ka)[D / 16][4],
                                           const uint32_t (&va)[D / 16][4], const bf16* q_tile, const bf16* do_tile,
                                           const float* lse_s, const float* delta_s, float scale_log2,
-                                          int query_minus_key, int valid_queries) {
+                                          int query_minus_key, int window, int valid_queries) {
   constexpr int KC = D / 16;
   float p[BQ / 8][4];  // P^T: keys by queries
   mma::zero(p);
@@ -235,7 +280,9 @@ __device__ __forceinline__ void dkdv_step(float (&dk)[D / 8][4], float (&dv)[D /
     for (int e = 0; e < 4; ++e) {
       const int c = tile_col(nt, e);
       p[nt][e] = exp2f(fmaf(p[nt][e], scale_log2, -lse_s[c] * kLog2e));
-      if (kMasked && (query_minus_key + c < tile_row(e) || c >= valid_queries)) p[nt][e] = 0.0f;
+      if (kMasked && (outside_band(query_minus_key + c - tile_row(e), window) || c >= valid_queries)) {
+        p[nt][e] = 0.0f;
+      }
     }
   }
   uint32_t pa[BQ / 16][4];
@@ -257,7 +304,7 @@ __device__ __forceinline__ void dkdv_step(float (&dk)[D / 8][4], float (&dv)[D /
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const bf16* qkv, const float* lse,
-                                                         const float* delta, AttentionShape s, bf16* dqkv, float scale) {
+                                                        const float* delta, AttentionShape s, bf16* dqkv, float scale) {
   constexpr int KC = D / 16, BQ = kBackwardQueryRows<D>, kKvTile = kRows * kLd<D>, kQTile = BQ * kLd<D>;
   extern __shared__ __align__(128) char smem[];
   bf16* k_tile = reinterpret_cast<bf16*>(smem);
@@ -266,16 +313,17 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const 
   float* stats = reinterpret_cast<float*>(qdo_tiles + 4 * kQTile);  // stage st: lse at stats + 2 st BQ, delta after
   const int warp = threadIdx.x / 32;
 
-  const int64_t k_block = blockIdx.x;
+  const int64_t k_block = blockIdx.x, k0 = k_block * kRows;
   const int64_t b = blockIdx.y / s.kv_heads, kvh = blockIdx.y % s.kv_heads;
   const int64_t stride = s.qkv_width();
   const bf16* base = qkv + b * s.seq * stride;
-  load_tile<D, kRows>(k_tile, base + s.q_width() + kvh * D, stride, k_block * kRows, s.seq);
-  load_tile<D, kRows>(v_tile, base + s.q_width() + s.kv_width() + kvh * D, stride, k_block * kRows, s.seq);
+  load_tile<D, kRows>(k_tile, base + s.q_width() + kvh * D, stride, k0, s.seq);
+  load_tile<D, kRows>(v_tile, base + s.q_width() + s.kv_width() + kvh * D, stride, k0, s.seq);
 
-  // Steps: for each query head of the group, each block of BQ queries at or after this key block's start.
-  const int64_t first_q_block = k_block * kRows / BQ, q_blocks = (s.seq + BQ - 1) / BQ;
-  const int64_t per_head = q_blocks - first_q_block, steps = per_head * s.group_size();
+  // Steps: for each query head of the group, each block of BQ queries from the one holding this key block's
+  // start to the one holding the last query that sees its last key.
+  const int64_t first_q_block = k0 / BQ, last_q_block = s.last_query(std::min(k0 + kRows, s.seq) - 1) / BQ;
+  const int64_t per_head = last_q_block - first_q_block + 1, steps = per_head * s.group_size();
   auto issue = [&](int64_t step, int stage) {
     const int64_t h = kvh * s.group_size() + step / per_head, q0 = (first_q_block + step % per_head) * BQ;
     bf16* q_dst = qdo_tiles + 2 * stage * kQTile;
@@ -291,7 +339,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const 
   };
   issue(0, 0);  // the same group as K and V
 
-  const int64_t first_key = k_block * kRows + warp * 16;
+  const int64_t first_key = k0 + warp * 16;
+  const int window = band_width(s);
   const float scale_log2 = scale * kLog2e;
   float dk[D / 8][4], dv[D / 8][4];
   mma::zero(dk);
@@ -315,10 +364,15 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* dout, const 
     const float* lse_s = stats + 2 * stage * BQ;
     const float* delta_s = lse_s + BQ;
     const int64_t q0 = (first_q_block + step % per_head) * BQ;
-    if (q0 >= (k_block + 1) * kRows && q0 + BQ <= s.seq) {
-      dkdv_step<D, BQ, false>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, 0, BQ);
+    // Skipped: every query past the window of the warp's last (so of every) key, which the walk, bounded by the
+    // block's last key, may reach for the earlier warps. Unmasked: every query after the key block, inside the
+    // sequence, and within the window of the warp's first (so of every) key.
+    if (q0 - (first_key + 15) >= window) {
+      // nothing for this warp in this step
+    } else if (q0 >= k0 + kRows && q0 + BQ <= s.seq && q0 + BQ - 1 < first_key + window) {
+      dkdv_step<D, BQ, false>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, 0, window, BQ);
     } else {
-      dkdv_step<D, BQ, true>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, int(q0 - first_key),
+      dkdv_step<D, BQ, true>(dk, dv, ka, va, q_tile, do_tile, lse_s, delta_s, scale_log2, int(q0 - first_key), window,
                              int(s.seq - q0));
     }
     __syncthreads();
@@ -334,13 +388,14 @@ constexpr size_t dq_smem() {
 }
 
 // One key block of the dQ kernel for a warp's 16 queries (A fragments qa, doa of Q and dO): P rebuilt from
-// the log-sum-exp (row_lse, in log2 units), dS = P (dO V^T - delta), dQ += dS K. Only the diagonal block is
-// masked (see forward_step).
-template <int D, bool kDiagonal>
+// the log-sum-exp (row_lse, in log2 units), dS = P (dO V^T - delta), dQ += dS K. kMasked blocks (as in the
+// forward) zero P outside the band; P comes from the finite log-sum-exp, so a row without a key in the block
+// is all zeros, not NaN.
+template <int D, bool kMasked>
 __device__ __forceinline__ void dq_step(float (&dq)[D / 8][4], const uint32_t (&qa)[D / 16][4],
                                         const uint32_t (&doa)[D / 16][4], const bf16* k_tile, const bf16* v_tile,
                                         const float (&row_lse)[2], const float (&row_delta)[2], float scale_log2,
-                                        int warp_row) {
+                                        int query_minus_key, int window) {
   constexpr int KC = D / 16;
   float p[8][4];
   mma::zero(p);
@@ -350,7 +405,7 @@ __device__ __forceinline__ void dq_step(float (&dq)[D / 8][4], const uint32_t (&
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       p[nt][e] = exp2f(fmaf(p[nt][e], scale_log2, -row_lse[e / 2]));
-      if (kDiagonal && key_after_query(nt, e, warp_row)) p[nt][e] = 0.0f;
+      if (kMasked && score_outside_band(nt, e, query_minus_key, window)) p[nt][e] = 0.0f;
     }
   }
   float ds[8][4];  // dP = dO V^T, then dS = P (dP - delta)
@@ -367,8 +422,9 @@ __device__ __forceinline__ void dq_step(float (&dq)[D / 8][4], const uint32_t (&
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, kDqBlocks<D>) dq_kernel(const bf16* dout, const bf16* qkv, const float* lse,
-                                                       const float* delta, AttentionShape s, bf16* dqkv, float scale) {
+__global__ void __launch_bounds__(kThreads, kDqBlocks<D>)
+    dq_kernel(const bf16* dout, const bf16* qkv, const float* lse, const float* delta, AttentionShape s, bf16* dqkv,
+              float scale) {
   constexpr int KC = D / 16, kTile = kRows * kLd<D>;
   extern __shared__ __align__(128) char smem[];
   bf16* q_tile = reinterpret_cast<bf16*>(smem);
@@ -382,13 +438,15 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) dq_kernel(const bf16* 
   const bf16* base = qkv + b * s.seq * stride;
   const bf16* k_head = base + s.q_width() + kvh * D;
   const bf16* v_head = k_head + s.kv_width();
-  load_tile<D, kRows>(q_tile, base + h * D, stride, q_block * kRows, s.seq);
-  load_tile<D, kRows>(do_tile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q_block * kRows, s.seq);
-  load_tile<D, kRows>(kv_tiles, k_head, stride, 0, s.seq);
-  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, 0, s.seq);
+  const int64_t q0 = q_block * kRows, first_block = s.first_key(q0) / kRows;
+  load_tile<D, kRows>(q_tile, base + h * D, stride, q0, s.seq);
+  load_tile<D, kRows>(do_tile, dout + b * s.seq * s.q_width() + h * D, s.q_width(), q0, s.seq);
+  load_tile<D, kRows>(kv_tiles, k_head, stride, first_block * kRows, s.seq);
+  load_tile<D, kRows>(kv_tiles + kTile, v_head, stride, first_block * kRows, s.seq);
   mma::cp_async_commit();
 
-  const int64_t first_query = q_block * kRows + warp * 16;
+  const int64_t first_query = q0 + warp * 16;
+  const int window = band_width(s);
   float row_lse[2], row_delta[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -402,16 +460,19 @@ __global__ void __launch_bounds__(kThreads, kDqBlocks<D>) dq_kernel(const bf16* 
   mma::zero(dq);
   uint32_t qa[KC][4], doa[KC][4];  // this warp's queries and output gradients, loaded once
 
-  for (int64_t k_block = 0; k_block <= q_block; ++k_block) {
-    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, q_block, s.seq);
-    if (k_block == 0) {
+  int query_minus_key = int(first_query - first_block * kRows);
+  for (int64_t k_block = first_block; k_block <= q_block; ++k_block, query_minus_key -= kRows) {
+    const bf16* k_tile = advance_kv<D>(kv_tiles, k_head, v_head, stride, k_block, first_block, q_block, s.seq);
+    if (k_block == first_block) {
       mma::load_a<KC>(qa, q_tile, kLd<D>, warp * 16, 0);
       mma::load_a<KC>(doa, do_tile, kLd<D>, warp * 16, 0);
     }
-    if (k_block < q_block) {
-      dq_step<D, false>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, warp * 16);
+    if (block_before_window(query_minus_key, window)) {
+      // nothing for this warp in this block
+    } else if (block_needs_mask(query_minus_key, window)) {
+      dq_step<D, true>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, query_minus_key, window);
     } else {
-      dq_step<D, true>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, warp * 16);
+      dq_step<D, false>(dq, qa, doa, k_tile, k_tile + kTile, row_lse, row_delta, scale_log2, query_minus_key, window);
     }
     __syncthreads();
   }

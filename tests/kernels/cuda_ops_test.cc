@@ -26,6 +26,10 @@
 #include "kernels/device_activity.h"
 #include "support/cuda_fixture.h"
 
+#ifdef ZB_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
 namespace zb {
 namespace {
 
@@ -416,6 +420,7 @@ TEST(GemmAlgorithmTiming, KeepsTheHeuristicsPickWithinTheMargin) {
 
 struct AttentionCase {
   int64_t batch, seq, heads, kv_heads, head_dim;
+  int64_t window = 0;  // AttentionShape::window: 0, causal over the whole sequence
 };
 
 class CudaAttention : public CudaOps {
@@ -425,8 +430,8 @@ class CudaAttention : public CudaOps {
   std::vector<float> check(const AttentionCase& c, AttentionKernels forward = AttentionKernels::own,
                            AttentionKernels backward = AttentionKernels::own) {
     SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads << " D"
-                                    << c.head_dim);
-    const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim};
+                                    << c.head_dim << " W" << c.window);
+    const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, c.window};
     const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()},
         lse_shape{s.batch, s.heads, s.seq};
     auto qkv = normal(qkv_shape.numel()), dout = normal(o_shape.numel());
@@ -445,8 +450,24 @@ class CudaAttention : public CudaOps {
     // lse is fp32 on both sides; in bf16 runs the GPU's scores come from bf16 products.
     EXPECT_LE(relative_error(download(g_lse), lse), dt() == DType::f32 ? 1e-5 : 1e-3) << "attention lse";
     expect_close(g_dqkv, dqkv, "attention dqkv");
+    if (s.banded()) {
+      // The comparisons above test the band only if it matters: plain causal attention over the same inputs
+      // gives outputs and gradients far from the GPU's.
+      AttentionShape causal = s;
+      causal.window = 0;
+      std::vector<float> causal_o(o.size()), causal_lse(lse.size()), causal_dqkv(qkv.size());
+      cpu.attention_forward(view(qkv, qkv_shape), causal, out(view(causal_o, o_shape)),
+                            out(view(causal_lse, lse_shape)));
+      cpu.attention_backward(view(dout, o_shape), view(qkv, qkv_shape), view(causal_o, o_shape),
+                             view(causal_lse, lse_shape), causal, out(view(causal_dqkv, qkv_shape)));
+      EXPECT_GT(relative_error(download(g_o), causal_o), kBandGap) << "the window left out of the output";
+      EXPECT_GT(relative_error(download(g_dqkv), causal_dqkv), kBandGap) << "the window left out of dqkv";
+    }
     return download(g_dqkv);
   }
+
+  // Well above every dtype's tolerance, well below what the windows of the tests below change.
+  static constexpr double kBandGap = 0.1;
 };
 
 TEST_P(CudaAttention, FlashShapes) {
@@ -461,30 +482,32 @@ TEST_P(CudaAttention, OtherHeadSizes) {
   check({1, 20, 2, 1, 40});
 }
 
-// A sliding window narrower than the sequence is refused on the GPU (its kernels attend causally over the whole
-// sequence), not computed as another attention; one as wide as the sequence is plain causal attention.
-TEST_P(CudaAttention, RefusesASlidingWindowNarrowerThanTheSequence) {
-  AttentionShape s{1, 32, 2, 1, 64};
-  s.window = 16;
-  const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()}, lse_shape{1, s.heads, s.seq};
-  const Tensor g_qkv = up(normal(qkv_shape.numel()), qkv_shape);
-  Tensor g_o = poisoned(o_shape, dt()), g_lse = poisoned(lse_shape, DType::f32);
-  try {
-    gpu->attention_forward(g_qkv, s, g_o, g_lse);
-    FAIL() << "a band of 16 over 32 tokens ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sliding-window attention"), std::string::npos) << e.what();
-  }
-  s.window = 32;
-  EXPECT_NO_THROW(gpu->attention_forward(g_qkv, s, g_o, g_lse));
+// A sliding window narrower than the sequence (query t attends to keys t - window < u <= t), narrower and wider
+// than the flash kernels' blocks of 64 positions, over sequences that end inside a block. In bf16, head sizes 64
+// and 128 run the flash kernels, which walk only the blocks the band reaches and mask its edges (head size 128
+// takes the dK/dV kernel's 32-query steps); fp32, fp16 and head size 32 run the simple kernels.
+TEST_P(CudaAttention, SlidingWindow) {
+  check({2, 200, 4, 2, 64, 40});  // rows whose window starts past their walk's first block (no key there)
+  check({2, 200, 4, 2, 64, 100});
+  check({1, 130, 4, 2, 128, 17});  // warps that skip their walk's first block
+  check({1, 190, 4, 2, 128, 70});
+  check({2, 90, 4, 2, 32, 24});
+  check({1, 80, 4, 2, 64, 1});  // each query its own key alone: the walks hold the diagonal block only
+}
+
+// A window as wide as the sequence, or wider, is plain causal attention.
+TEST_P(CudaAttention, WindowAsWideAsTheSequenceIsCausal) {
+  check({1, 70, 4, 2, 64, 70});
+  check({1, 70, 4, 2, 64, 500});
 }
 
 TEST_P(CudaAttention, BackwardIsDeterministic) {
-  test::RandomInputs fixed(rnd.seed());
-  const AttentionCase c{2, 200, 4, 2, 64};
-  const auto first = check(c);
-  rnd = fixed;
-  EXPECT_EQ(check(c), first) << "the same bits on every run";
+  for (const AttentionCase& c : {AttentionCase{2, 200, 4, 2, 64}, AttentionCase{2, 200, 4, 2, 64, 40}}) {
+    const test::RandomInputs fixed = rnd;  // the same inputs for both runs
+    const auto first = check(c);
+    rnd = fixed;
+    EXPECT_EQ(check(c), first) << "the same bits on every run";
+  }
 }
 
 // cuDNN's fused attention graphs (bf16 and fp16): against the CPU alone and mixed with our kernels in either direction,
@@ -521,6 +544,25 @@ TEST_P(CudnnAttention, MixesWithOurKernels) {
   expect_cudnn_ran(1, 1);
   EXPECT_EQ(gpu->attention_use().own_forward, 1);
   EXPECT_EQ(gpu->attention_use().own_backward, 1);
+}
+
+// The sliding window's band mask in cuDNN's graphs (cuDNN 9.2 on), alone and mixed with our kernels in either
+// direction (the same log-sum-exp within the band). An older cuDNN leaves banded shapes to our kernels, saying why.
+TEST_P(CudnnAttention, SlidingWindow) {
+  const auto cudnn = AttentionKernels::cudnn, own = AttentionKernels::own;
+  check({2, 200, 4, 2, 64, 40}, cudnn, cudnn);
+  check({1, 130, 4, 2, 128, 70}, cudnn, cudnn);
+  check({2, 150, 4, 4, 64, 70}, cudnn, own);
+  check({2, 150, 4, 4, 64, 70}, own, cudnn);
+#ifdef ZB_HAVE_CUDNN
+  if (cudnnGetVersion() < 90200) {
+    expect_cudnn_ran(0, 0);
+    EXPECT_NE(gpu->attention_use().why_not_cudnn.find("sliding window"), std::string::npos)
+        << gpu->attention_use().why_not_cudnn;
+    return;
+  }
+#endif
+  expect_cudnn_ran(3, 3);
 }
 
 class CudaRope : public CudaOps {
