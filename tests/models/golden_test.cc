@@ -169,7 +169,8 @@ TEST_P(Golden, OptimizerStepsWithClippingMatchPyTorch) {
   EXPECT_LE(relative_error(ours, theirs), 1e-4) << "parameter change over " << losses.size() << " steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, Golden, ::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny"),
+INSTANTIATE_TEST_SUITE_P(TinyModels, Golden,
+                         ::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny", "mistral-tiny"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
