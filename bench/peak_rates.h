@@ -19,6 +19,10 @@ namespace zb {
 
 // Rates in 1e12 floating-point operations a second (tflops) and 1e9 bytes a second (gbps); absent where not
 // measured (see measure_peak_rates).
+// The bytes of host memory one parameter's update moves in the CPU optimizer's measurement below: the fp32
+// master, m and v read and written (24), the bf16 gradient read and weight written (4).
+inline constexpr double kMeasuredHostUpdateBytesPerParameter = 28;
+
 struct PeakRates {
   std::optional<double> gemm_tflops;          // a large GEMM in the run's dtype (from measure_device_ceilings)
   std::optional<double> memory_gbps;          // a large copy within device memory (read + write), ditto
@@ -32,7 +36,7 @@ struct PeakRates {
   // place), 1e9 parameters a second on each rank, every rank of the host updating at once with the threads it
   // trains with (optimizer_threads_beside_training of ranks_per_host): the host's memory is shared, so a rank's
   // rate falls as ranks are added, which a planner needs to know.
-  std::optional<double> host_optimizer_gparams_per_s;
+  std::optional<double> host_optimizer_gparams_per_s;  // (kMeasuredHostUpdateBytesPerParameter each)
   int ranks_per_host = 1;
   std::string how;                            // one line: sizes and repeats of each measurement
 };

@@ -76,31 +76,12 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
   return best;
 }
 
-std::optional<double> PlanProfile::host_optimizer_slowdown(int ranks) const {
-  if (ranks == 1) return 1.0;
-  // Each host's one-rank rate over its rate a rank with k ranks at once, by k (the median over the hosts).
-  std::map<int, std::vector<double>> pairs;
-  for (const ProfiledMachine& alone : machines) {
-    if (alone.ranks_per_host != 1 || !alone.host_optimizer_gparams_per_s) continue;
-    for (const ProfiledMachine& shared : machines) {
-      if (shared.host != alone.host || shared.ranks_per_host <= 1 || !shared.host_optimizer_gparams_per_s) continue;
-      pairs[shared.ranks_per_host].push_back(*alone.host_optimizer_gparams_per_s /
-                                             *shared.host_optimizer_gparams_per_s);
-    }
-  }
-  if (pairs.empty()) return std::nullopt;
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  // `ranks` measured; else the most ranks measured below it, whose host's memory `ranks` share further (the update
-  // saturates it); else, below every count measured, one rank's rate shared, at most the fewest ranks' slowdown.
-  auto at_or_below = pairs.upper_bound(ranks);
-  if (at_or_below != pairs.begin()) {
-    --at_or_below;
-    return median(at_or_below->second) * double(ranks) / double(at_or_below->first);
-  }
-  return std::min(double(ranks), median(pairs.begin()->second));
+std::optional<double> PlanProfile::host_update_gparams_per_s() const {
+  std::optional<double> best;
+  for (const ProfiledMachine& m : machines)
+    if (m.host_optimizer_gparams_per_s)
+      best = std::max(best.value_or(0), *m.host_optimizer_gparams_per_s * double(m.ranks_per_host));
+  return best;
 }
 
 std::optional<double> PlanProfile::gpu_capacity_gb() const {

@@ -49,13 +49,10 @@ struct PlanProfile {
   // The all-reduce bus bandwidth measured among `ranks` GPUs of one host (the best of the machines that measured
   // it at that size), or none.
   std::optional<double> bus_gbps(int ranks) const;
-  // How much slower a rank's CPU optimizer runs with `ranks` ranks of a host updating at once than alone: one
-  // rank's rate over a rank's shared rate, both measured on one host (the median over the hosts that measured
-  // both; 1 for one rank), or none. Between or beyond the counts measured, from the most ranks measured below,
-  // k, the host's memory taken as saturated there: the slowdown at k times ranks / k (the update is bound by the
-  // host's memory bandwidth); below every count measured, `ranks` (one rank's rate shared) or the fewest ranks'
-  // slowdown, whichever is less.
-  std::optional<double> host_optimizer_slowdown(int ranks) const;
+  // The most parameters a second the CPU optimizers of one host updated together (a machine's rate a rank times its
+  // ranks updating at once, the best of the profile's machines), or none where no machine measured it. The update
+  // is bound by the host's memory bandwidth: this is the ceiling the node's ranks share, whatever their number.
+  std::optional<double> host_update_gparams_per_s() const;
   // The largest GPU memory any entry recorded.
   std::optional<double> gpu_capacity_gb() const;
 };

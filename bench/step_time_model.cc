@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/peak_rates.h"
 #include "core/dtype.h"
 #include "core/strings.h"
 #include "engine/parameter_store.h"
+#include "kernels/optimizer_state.h"
 #include "models/model_registry.h"
 #include "models/parameter_layout.h"
 
@@ -78,6 +80,13 @@ std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOption
   return find_basis_of(profile, options, false);
 }
 
+// The bytes of host memory one parameter's update reads and writes: the fp32 master and moments both ways, the
+// gradient in and the weight out in the training dtype.
+double host_update_bytes_per_parameter(const TrainingOptions& options) {
+  const double state = 4.0 + OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
+  return 2.0 * state + 2.0 * double(dtype_size(options.dtype));
+}
+
 // The median time a parameter of the device's (or the host's) update over the entries of the options' dtype and
 // optimizer that ran one, or none.
 std::optional<double> ms_per_parameter(const PlanProfile& profile, const TrainingOptions& options, bool on_device) {
@@ -125,15 +134,18 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     p.basis += cat("; scaled from ", profile.model, " by the work a token (x", model_work, ")");
   }
   // With offload the host update runs beside the copies and the next forward: the step less the host update is the
-  // rest (copies included); without, the copies are what the step's collectives replace on several GPUs. A basis of
-  // another strategy gives its units' compute alone.
+  // rest, whose part beyond the units' compute is the copies (gradients down, weights up, once a step) that nothing
+  // hid: taken out here, they shrink with the rank's share below. Without offload the copies are what the step's
+  // collectives replace on several GPUs. A basis of another strategy gives its units' compute alone.
   const bool offload = options.offload != OffloadStrategy::none;
-  const double copies = offload || found->units_only ? 0.0 : b.exposed_copies_ms;
+  const double copies = found->units_only ? 0.0 : b.exposed_copies_ms;
+  const double units_ms = (b.forward_ms + b.backward_ms) * double(bc.grad_accum) + b.other_compute_ms;
   const double basis_work = found->units_only
-                                ? (b.forward_ms + b.backward_ms) * double(bc.grad_accum) + b.other_compute_ms
-                                : b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - copies;
+                                ? units_ms
+                                : b.step_ms - b.gpu_optimizer_ms - b.cpu_optimizer_ms - (offload ? 0.0 : copies);
+  const double offload_copies = offload ? std::clamp(basis_work - units_ms, 0.0, copies) : 0.0;
   if (found->units_only) p.basis += cat("; its units' compute alone (a ", bc.strategy, " run)");
-  p.compute_ms = std::max(0.0, basis_work) * scale;
+  p.compute_ms = std::max(0.0, basis_work - offload_copies) * scale;
   if (found->estimated_checkpointing) {
     p.compute_ms +=
         b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) * model_work;
@@ -141,8 +153,8 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   // The one-GPU copies move the weights and gradients once a micro-batch, whatever its size: they grow with the
   // micro-batches and the parameters.
   const ParameterLayout layout(options.model), profiled_layout(profiled);
-  p.copies_ms = copies * double(options.grad_accum) / double(bc.grad_accum) * double(layout.total_numel()) /
-                double(profiled_layout.total_numel());
+  const double model_size = double(layout.total_numel()) / double(profiled_layout.total_numel());
+  p.copies_ms = offload ? 0.0 : copies * double(options.grad_accum) / double(bc.grad_accum) * model_size;
 
   // This rank's share of the updates.
   const ShardGeometry geometry = shard_geometry(options, 0, world);
@@ -166,15 +178,25 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
       why = "the profile has no update on the host to time this configuration's by";
       return std::nullopt;
     }
-    // The ranks of a host share its memory: a rank's rate with all of them updating, against one rank's, where the
-    // profile measured both; else one rank's rate shared among them (the update is bound by the host's memory).
-    const std::optional<double> measured = profile.host_optimizer_slowdown(links.gpus_per_node);
-    const double slowdown = measured.value_or(double(links.gpus_per_node));
-    p.cpu_optimizer_ms = *cpu_rate * trainable * rank_share * host_share * slowdown;
-    if (!measured && links.gpus_per_node > 1) {
-      p.basis +=
-          cat("; the host's CPU optimizer rate with ", links.gpus_per_node, " ranks not measured: one rank's, shared");
+    // The rank's share at the basis's time a parameter (the basis's per-unit overheads shrink with it), unless the
+    // host's memory bounds the node: its ranks updating their shares and copying gradients down and weights up, at
+    // the best aggregate rate the profile's machines measured, in the measurement's bytes a parameter. Without that
+    // measurement, one rank's rate shared among the node's ranks (an upper bound: the update is memory bound).
+    const double alone_ms = *cpu_rate * trainable * rank_share * host_share;
+    if (const std::optional<double> host_rate = profile.host_update_gparams_per_s()) {
+      const double node_parameters = trainable * rank_share * host_share * double(links.gpus_per_node);
+      const double bytes = host_update_bytes_per_parameter(options) + 2.0 * double(dtype_size(options.dtype));
+      const double ceiling_ms = node_parameters * bytes / (kMeasuredHostUpdateBytesPerParameter * *host_rate * 1e6);
+      p.cpu_optimizer_ms = std::max(alone_ms, ceiling_ms);
+      if (ceiling_ms > alone_ms) p.basis += "; the host's update bound by its memory";
+    } else {
+      p.cpu_optimizer_ms = alone_ms * double(links.gpus_per_node);
+      if (links.gpus_per_node > 1) {
+        p.basis += cat("; the host's CPU optimizer rate not measured: one rank's, shared among ", links.gpus_per_node);
+      }
     }
+    // The rank copies its share of the gradients and weights.
+    p.copies_ms = offload_copies * rank_share * model_size;
   }
 
   // The collectives.
@@ -214,11 +236,13 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     for (const CollectiveEstimate& c : p.collectives)
       (c.kind == CollectiveKind::all_gather ? gathers_ms : reductions_ms) += c.time.ms;
     const double gathers_cost = kCollectiveContention * gathers_ms - (offload ? p.cpu_optimizer_ms : 0.0);
-    p.collectives_ms = std::max(p.copies_ms, kCollectiveContention * reductions_ms + std::max(0.0, gathers_cost));
+    const double collectives_ms = kCollectiveContention * reductions_ms + std::max(0.0, gathers_cost);
+    p.collectives_ms = offload ? collectives_ms : std::max(p.copies_ms, collectives_ms);
   } else {
-    p.collectives_ms = p.copies_ms;
+    p.collectives_ms = offload ? 0.0 : p.copies_ms;
   }
-  p.step_ms = p.compute_ms + p.optimizer_ms + p.cpu_optimizer_ms + p.collectives_ms;
+  // The offload's copies are the host's, beside none of the collectives; without offload they are in collectives_ms.
+  p.step_ms = p.compute_ms + p.optimizer_ms + p.cpu_optimizer_ms + p.collectives_ms + (offload ? p.copies_ms : 0.0);
   return p;
 }
 

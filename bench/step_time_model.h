@@ -9,11 +9,12 @@
 // MLP: Llama-2-70b from Llama-2-7b's profile) by the ratio of their work a token (training_flops_per_token), the
 // GEMMs of a larger model being at least as efficient. To that the configuration adds:
 // - the device optimizer over this rank's share of the parameters, at the basis's time a parameter;
-// - the host optimizer (offload) over this rank's share, at the basis's time a parameter, slowed as the profile's
-//   machines measured a rank's CPU optimizer rate with the node's ranks updating at once against one rank's
-//   (PeakRates::host_optimizer_gparams_per_s; beyond the most ranks measured, that host's memory shared further:
-//   PlanProfile::host_optimizer_slowdown); where they did not, one rank's rate shared among the node's ranks (the
-//   update is bound by the host's memory: an upper bound on the time);
+// - the host optimizer (offload) over this rank's share, at the basis's time a parameter, or where longer, as the
+//   host's memory bounds it: the node's ranks each updating and copying their shares, the bytes at the best
+//   aggregate rate the profile's machines measured (PlanProfile::host_update_gparams_per_s, in
+//   kMeasuredHostUpdateBytesPerParameter a parameter); without that measurement, one rank's rate shared among the
+//   node's ranks (an upper bound). The basis's copies that its units' compute did not hide shrink with the rank's
+//   share of the parameters;
 // - the collectives the stage issues (bytes below), each timed as NCCL runs it; they run beside compute, which
 //   loses kCollectiveContention of their time (NCCL's kernels take SMs and memory bandwidth from it): the step
 //   pays the larger of that and the one-GPU copies they replace. With offload the host update covers them: only
