@@ -84,6 +84,13 @@ std::optional<double> PlanProfile::host_update_gparams_per_s() const {
   return best;
 }
 
+std::optional<double> PlanProfile::device_memory_gbps() const {
+  std::optional<double> best;
+  for (const ProfiledMachine& m : machines)
+    if (m.device_memory_gbps) best = std::max(best.value_or(0), *m.device_memory_gbps);
+  return best;
+}
+
 std::optional<double> PlanProfile::gpu_capacity_gb() const {
   std::optional<double> most;
   for (const ProfiledEntry& e : entries)
@@ -114,6 +121,7 @@ PlanProfile parse_plan_profile(const Json& json, const std::string& source) {
       machine.nvme_read_gbps = optional_number(rates, "nvme_read_gbps");
       machine.nvme_write_gbps = optional_number(rates, "nvme_write_gbps");
       machine.host_optimizer_gparams_per_s = optional_number(rates, "host_optimizer_gparams_per_s");
+      machine.device_memory_gbps = optional_number(rates, "memory_gbps");
       machine.ranks_per_host = rates.value("ranks_per_host", machine.world_size);
       p.machines.push_back(machine);
     }

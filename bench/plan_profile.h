@@ -36,6 +36,7 @@ struct ProfiledMachine {
   std::string host;
   int world_size = 1;
   std::optional<double> collective_bus_gbps, host_to_device_gbps, device_to_host_gbps;
+  std::optional<double> device_memory_gbps;  // a copy within device memory, bytes read and written
   std::optional<double> nvme_read_gbps, nvme_write_gbps;
   std::optional<double> host_optimizer_gparams_per_s;  // a rank's, with ranks_per_host updating at once
   int ranks_per_host = 1;
@@ -53,6 +54,8 @@ struct PlanProfile {
   // ranks updating at once, the best of the profile's machines), or none where no machine measured it. The update
   // is bound by the host's memory bandwidth: this is the ceiling the node's ranks share, whatever their number.
   std::optional<double> host_update_gparams_per_s() const;
+  // The device memory bandwidth the profile's machines measured (the best), or none.
+  std::optional<double> device_memory_gbps() const;
   // The largest GPU memory any entry recorded.
   std::optional<double> gpu_capacity_gb() const;
 };

@@ -80,9 +80,9 @@ std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOption
   return find_basis_of(profile, options, false);
 }
 
-// The bytes of host memory one parameter's update reads and writes: the fp32 master and moments both ways, the
-// gradient in and the weight out in the training dtype.
-double host_update_bytes_per_parameter(const TrainingOptions& options) {
+// The bytes of memory one parameter's update moves (on the host or the device): the fp32 master and moments both
+// ways, the gradient in and the weight out in the training dtype.
+double update_bytes_per_parameter(const TrainingOptions& options) {
   const double state = 4.0 + OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
   return 2.0 * state + 2.0 * double(dtype_size(options.dtype));
 }
@@ -162,8 +162,14 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   const double trainable = double(layout.trainable_numel());
   const double rank_share = options.zero.stage >= 1 ? 1.0 / world : 1.0;
   // The basis's time a parameter, or where its update ran elsewhere, the profile's median.
-  const std::optional<double> gpu_rate =
+  std::optional<double> gpu_rate =
       b.gpu_parameters > 0 ? b.gpu_optimizer_ms / b.gpu_parameters : ms_per_parameter(profile, options, true);
+  // No update ran on the device (a model that fits one GPU only with offload): the update is memory bound, its
+  // bytes at the device memory bandwidth measured.
+  if (!gpu_rate && profile.device_memory_gbps()) {
+    gpu_rate = update_bytes_per_parameter(options) / (*profile.device_memory_gbps() * 1e6);
+    if (host_share < 1) p.basis += "; the device's update timed from its memory bandwidth";
+  }
   const std::optional<double> cpu_rate =
       b.cpu_parameters > 0 ? b.cpu_optimizer_ms / b.cpu_parameters : ms_per_parameter(profile, options, false);
   if (host_share < 1) {
@@ -185,7 +191,7 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     const double alone_ms = *cpu_rate * trainable * rank_share * host_share;
     if (const std::optional<double> host_rate = profile.host_update_gparams_per_s()) {
       const double node_parameters = trainable * rank_share * host_share * double(links.gpus_per_node);
-      const double bytes = host_update_bytes_per_parameter(options) + 2.0 * double(dtype_size(options.dtype));
+      const double bytes = update_bytes_per_parameter(options) + 2.0 * double(dtype_size(options.dtype));
       const double ceiling_ms = node_parameters * bytes / (kMeasuredHostUpdateBytesPerParameter * *host_rate * 1e6);
       p.cpu_optimizer_ms = std::max(alone_ms, ceiling_ms);
       if (ceiling_ms > alone_ms) p.basis += "; the host's update bound by its memory";

@@ -256,6 +256,14 @@ TEST(StepTimeModel, TakesTheUnitsOfAnotherStrategyWhereItsOwnDidNotRun) {
   offload_only.entries.front().other_compute_ms = 2;
   EXPECT_FALSE(predict_step_time(offload_only, tiny_options(0), CollectiveLinks{}, why));
   EXPECT_NE(why.find("no update on the device"), std::string::npos) << why;
+  // Where a machine measured the device's memory bandwidth, the update is timed as memory bound: fp32 master and
+  // moments both ways and the fp32 gradient in and weight out, 32 bytes a parameter.
+  PlanProfile with_bandwidth = offload_only;
+  with_bandwidth.machines.front().device_memory_gbps = 2.0;
+  const double params = double(ParameterLayout(resolve_model("gpt2-tiny")).trainable_numel());
+  const StepTimePrediction timed = *predict_step_time(with_bandwidth, tiny_options(0), CollectiveLinks{}, why);
+  EXPECT_NEAR(timed.optimizer_ms, params * 32 / 2e9 * 1e3, 1e-9);
+  EXPECT_NE(timed.basis.find("from its memory bandwidth"), std::string::npos) << timed.basis;
   offload_only.entries.push_back(profile.entries.front());
   offload_only.entries.back().configuration.world_size = 2;  // (a rate a parameter from a run on two GPUs)
   const StepTimePrediction none = *predict_step_time(offload_only, tiny_options(0), CollectiveLinks{}, why);
