@@ -18,9 +18,12 @@ CollectiveTime collective_time(CollectiveKind kind, double bytes, const Collecti
   const int n = links.ranks();
   if (n <= 1 || bytes <= 0) return {};
   const bool across = links.nodes > 1;
-  // (With one GPU a node there is no node bus to cross: the network alone.)
-  const bool network_bound = across && (links.gpus_per_node == 1 || links.inter_node_gbps < links.intra_node_gbps);
-  const double bandwidth = (network_bound ? links.inter_node_gbps : links.intra_node_gbps) * 1e9;  // bytes/s
+  // NCCL spreads its channels over the node's NICs, each channel crossing the network once a node: the network
+  // carries a collective at the node's rate, every GPU's share together. (With one GPU a node there is no node bus
+  // to cross: the network alone.)
+  const double network_gbps = links.inter_node_gbps * double(links.gpus_per_node);
+  const bool network_bound = across && (links.gpus_per_node == 1 || network_gbps < links.intra_node_gbps);
+  const double bandwidth = (network_bound ? network_gbps : links.intra_node_gbps) * 1e9;  // bytes/s
   const double step_latency_s = (!across                    ? links.intra_node_latency_us
                                  : links.gpus_per_node == 1 ? links.inter_node_latency_us
                                                             : std::max(links.inter_node_latency_us,

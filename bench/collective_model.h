@@ -1,9 +1,10 @@
 // The time of a collective over the ranks of a cluster, modelled as NCCL runs it: a ring through every rank (all
 // three kinds), and for an all-reduce over several nodes also a tree (chains within nodes, a binary tree between
-// them), the faster of the two being what NCCL's tuner picks. Hierarchy: a ring over several nodes crosses the
-// network on every rank's share of it, so its bandwidth is the slower of the node's bus and the network's per-GPU
-// rate, and each of its steps waits the slower link's latency; a tree's bandwidth term carries the whole buffer up
-// and down once, its latency only a chain and log2(nodes) network hops.
+// them), the faster of the two being what NCCL's tuner picks. Hierarchy: NCCL runs a collective on several
+// channels spread over a node's NICs, each crossing the network once a node, so across nodes the bandwidth is the
+// slower of the node's bus and the node's network (every GPU's share together: nccl-tests across nodes reach about
+// the sum of a node's NICs), and each ring step waits the slower link's latency; a tree's bandwidth term carries the
+// whole buffer up and down once, its latency only a chain and log2(nodes) network hops.
 //
 // Bandwidths follow NCCL's bus-bandwidth convention (nccl-tests): for a buffer of S bytes on N ranks, a ring
 // all-reduce moves 2(N-1)/N S through each rank's link, a reduce-scatter or all-gather (S the whole buffer) (N-1)/N

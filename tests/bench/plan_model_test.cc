@@ -31,28 +31,30 @@ TEST(CollectiveModel, RingTimesFollowNcclsBusBandwidth) {
 }
 
 TEST(CollectiveModel, AcrossNodesTheNetworkBoundsTheRingAndTheTreeWinsSmallBuffers) {
-  const CollectiveLinks cluster{8, 64, 300, 5, 50, 10};  // 512 ranks, 50 GB/s a GPU between nodes
+  // 512 ranks, 25 GB/s a GPU between nodes: 200 GB/s a node, below its 300 GB/s bus.
+  const CollectiveLinks cluster{8, 64, 300, 5, 25, 10};
   const double big = 4e9;
   const CollectiveTime ring = collective_time(CollectiveKind::all_gather, big, cluster);
   EXPECT_STREQ(ring.algorithm, "ring");
   EXPECT_STREQ(ring.link, "inter-node");
-  EXPECT_NEAR(ring.ms, 1e3 * (511.0 / 512 * big / 50e9 + 511 * 10e-6), 1e-9);
+  EXPECT_NEAR(ring.ms, 1e3 * (511.0 / 512 * big / 200e9 + 511 * 10e-6), 1e-9);
   // On 4 nodes a large all-reduce goes round the ring (about half the tree's bytes a link); on 64 its 2 x 511 steps'
   // latency tips it to the tree. A small one goes up and down the tree (2 x 7 chain steps and 2 x log2(64) network
   // hops).
-  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, CollectiveLinks{8, 4, 300, 5, 50, 10}).algorithm,
+  EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, CollectiveLinks{8, 4, 300, 5, 25, 10}).algorithm,
                "ring");
   EXPECT_STREQ(collective_time(CollectiveKind::all_reduce, big, cluster).algorithm, "tree");
   const CollectiveTime small = collective_time(CollectiveKind::all_reduce, 1e6, cluster);
   EXPECT_STREQ(small.algorithm, "tree");
-  EXPECT_NEAR(small.ms, 1e3 * (2 * 1e6 / 50e9 + 2 * (7 * 5e-6 + 6 * 10e-6)), 1e-9);
+  EXPECT_NEAR(small.ms, 1e3 * (2 * 1e6 / 200e9 + 2 * (7 * 5e-6 + 6 * 10e-6)), 1e-9);
   // One GPU a node: the network alone, its latency each step.
   const CollectiveTime lone = collective_time(CollectiveKind::all_gather, big, CollectiveLinks{1, 4, 0, 0, 50, 10});
   EXPECT_STREQ(lone.link, "inter-node");
   EXPECT_NEAR(lone.ms, 1e3 * (0.75 * big / 50e9 + 3 * 10e-6), 1e-9);
-  // A network faster than the node's bus leaves the node's bus the bound.
-  EXPECT_STREQ(collective_time(CollectiveKind::all_gather, big, CollectiveLinks{8, 2, 300, 5, 400, 10}).link,
-               "intra-node");
+  // A network faster than the node's bus leaves the node's bus the bound: 8 GPUs at 50 GB/s each are 400 GB/s.
+  const CollectiveTime fast = collective_time(CollectiveKind::all_gather, big, CollectiveLinks{8, 2, 300, 5, 50, 10});
+  EXPECT_STREQ(fast.link, "intra-node");
+  EXPECT_NEAR(fast.ms, 1e3 * (15.0 / 16 * big / 300e9 + 15 * 10e-6), 1e-9);
 }
 
 TEST(ClusterSpec, ReadsEveryFigureAndRefusesWhatItDoesNotKnow) {
