@@ -146,6 +146,9 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
   const double offload_copies = offload ? std::clamp(basis_work - units_ms, 0.0, copies) : 0.0;
   if (found->units_only) p.basis += cat("; its units' compute alone (a ", bc.strategy, " run)");
   p.compute_ms = std::max(0.0, basis_work - offload_copies) * scale;
+  // The units' compute the basis's host update hid (beside the update's own pass over the units).
+  const double hidden_by_host = offload && !found->units_only
+                                    ? std::max(0.0, units_ms - (basis_work - offload_copies)) * scale : 0.0;
   if (found->estimated_checkpointing) {
     p.compute_ms +=
         b.forward_ms * double(options.batch) / double(bc.micro_batch) * double(options.grad_accum) * model_work;
@@ -203,6 +206,8 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     }
     // The rank copies its share of the gradients and weights.
     p.copies_ms = offload_copies * rank_share * model_size;
+    // A shorter host update than the basis's hides less of the units' compute: what it cannot cover is paid.
+    p.compute_ms += std::max(0.0, hidden_by_host - p.cpu_optimizer_ms);
   }
 
   // The collectives.

@@ -219,6 +219,14 @@ TEST(StepTimeModel, OffloadSharesTheHostAmongItsRanks) {
                                                         CollectiveLinks{2, 1, 1, 0, 0, 0}, why);
   EXPECT_DOUBLE_EQ(unbound.cpu_optimizer_ms, 125);
   EXPECT_EQ(unbound.basis.find("bound by its memory"), std::string::npos) << unbound.basis;
+  // A basis whose host update hid 50 ms of its units' 100 (step 300 = update 250 + 50): on 100 nodes of one GPU the
+  // update takes 2.5 ms and hides only that.
+  PlanProfile hiding = profile;
+  hiding.entries.back().forward_ms = 100;
+  const StepTimePrediction spread = *predict_step_time(hiding, tiny_options(1, OffloadStrategy::cpu_optimizer),
+                                                       CollectiveLinks{1, 100, 1, 0, 1e9, 0}, why);
+  EXPECT_DOUBLE_EQ(spread.cpu_optimizer_ms, 2.5);
+  EXPECT_DOUBLE_EQ(spread.compute_ms, 50 + (50 - 2.5));
 }
 
 TEST(StepTimeModel, ScalesAnotherModelOfTheFamilyByItsWorkAToken) {
