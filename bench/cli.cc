@@ -335,9 +335,6 @@ TrainingRun validate_training_flags(const TrainingFlags& f) {
   if (f.seed < 0) throw UsageError(cat("--seed: must be a non-negative integer, got ", f.seed));
   o.seed = uint64_t(f.seed);
   run.device = resolve_device(f.device);
-  if (const std::string problem = gpu_attention_problem(o.model, o.seq); run.device.is_cuda() && !problem.empty()) {
-    throw UsageError(cat("--seq-length: ", problem));
-  }
   o.dtype = resolve_dtype(f.dtype, run.device);
   o.loss_scaling = loss_scaling_of(f, o.dtype);
   o.activation_checkpointing =

@@ -272,9 +272,6 @@ int plan(const PlanFlags& f) {
     throw zb::UsageError(
         zb::cat("--seq-length must be between 1 and ", base.model.max_seq_len, " for ", base.model.name));
   }
-  if (const std::string problem = zb::gpu_attention_problem(base.model, base.seq); !problem.empty()) {
-    throw zb::UsageError(zb::cat("--seq-length: ", problem));  // (the profiles are GPU runs)
-  }
   base.dtype = zb::parse_dtype(most_common(profile, [](const auto& c) { return c.dtype; }));
   zb::set_optimizer(base.optimizer, most_common(profile, [](const auto& c) { return c.optimizer; }));
 

@@ -122,13 +122,11 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   // "bf16 on cuda, fp32 on cpu" is the dtype axis's default: the device's own.
   t.num_steps = num_steps;
   t.device = program_device(t.device, "sweep");
-  // A sequence length beyond a model's maximum, or on a GPU beyond its sliding window (whose band the GPU's attention
-  // does not compute yet), leaves that model's points at it out (a matrix of several models names lengths some of
-  // them cannot take); the others must all be valid.
+  // A sequence length beyond a model's maximum leaves that model's points at it out (a matrix of several models names
+  // lengths some of them cannot take); the others must all be valid.
   std::map<std::string, TransformerConfig> models;
   std::map<std::pair<std::string, int64_t>, int> left_out;
   std::set<std::string> resolved_points;
-  const bool on_gpu = t.device.rfind("cuda", 0) == 0;
   for (const std::string& model : plan.axes.models) {
     try {
       models[model] = resolve_model(model);
@@ -139,7 +137,7 @@ SweepPlan plan_sweep(SweepFlags f, const po::variables_map& vm, int world) {
   auto why_left_out = [&](const std::string& model, int64_t seq) -> std::string {
     const TransformerConfig& c = models.at(model);
     if (seq > c.max_seq_len) return cat("seq ", seq, " exceeds its maximum of ", c.max_seq_len);
-    return on_gpu ? gpu_attention_problem(c, seq) : std::string();
+    return std::string();
   };
   for (const SweepPoint& p : sweep_points(plan.axes)) {  // (validates the axes)
     if (!why_left_out(p.model, p.seq_length).empty()) {

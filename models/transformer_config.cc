@@ -56,12 +56,6 @@ bool needs_banded_attention(const TransformerConfig& c, int64_t seq) {
   return c.sliding_window && seq > *c.sliding_window;
 }
 
-std::string gpu_attention_problem(const TransformerConfig& c, int64_t seq) {
-  if (!needs_banded_attention(c, seq)) return {};
-  return cat(seq, " exceeds ", c.name, "'s sliding window of ", *c.sliding_window,
-             " (sliding_window), whose band the GPU's attention does not compute yet (the CPU backend's does)");
-}
-
 int64_t parameter_count(const TransformerConfig& c) {
   const int64_t d = c.d_model;
   const int64_t norm = c.norm == NormKind::layernorm ? 2 * d : d;  // gain (+ bias)

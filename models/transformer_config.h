@@ -66,9 +66,6 @@ struct TransformerConfig {
 std::string sequence_length_problem(const TransformerConfig& config, int64_t seq);
 // Whether sequences of `seq` tokens are longer than the model's sliding window (attention over a band of keys).
 bool needs_banded_attention(const TransformerConfig& config, int64_t seq);
-// Why the GPU cannot train sequences of `seq` tokens of `config` (beyond its sliding window: the CUDA attention
-// does not band yet), or empty where it can. The programs refuse or leave such runs out with it.
-std::string gpu_attention_problem(const TransformerConfig& config, int64_t seq);
 
 // The published parameter count: every weight of the base model once (tied embeddings once), without vocab
 // padding or LoRA adapters.

@@ -120,9 +120,8 @@ TEST(Sweep, AMemoryCapRunsOutWhereTheMemoryModelSaysAndSkipsTheLargerOnes) {
   EXPECT_NE(r.output.find("fits up to batch 2 at seq 64"), std::string::npos) << r.output;
 }
 
-// On the CPU backend a model's sliding window narrower than the sequence is computed (a band of keys), not left out
-// as it is on a GPU, whose attention does not band yet.
-TEST(Sweep, RunsSequencesBeyondASlidingWindowOnTheCpu) {
+// A model's sliding window narrower than the sequence is computed (a band of keys), not left out.
+TEST(Sweep, RunsSequencesBeyondASlidingWindow) {
   TempDir out;
   const fs::path model = out.path() / "mistral";
   fs::create_directories(model);
