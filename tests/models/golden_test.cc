@@ -1,7 +1,8 @@
 // The CPU backend against PyTorch: the golden files written by tests/reference/make_golden.py hold, for tiny
-// GPT-2, OPT, Llama (grouped-query attention) and Llama 3 (scaled RoPE, tied embeddings) models built with
-// Hugging Face's own classes in float64: the weights, the loss and every gradient for one batch, and three
-// optimizer steps with gradient clipping. Our fp32 forward/backward must agree to 1e-5 relative error.
+// GPT-2, OPT, Llama (grouped-query attention), Llama 3 (scaled RoPE, tied embeddings) and Mistral (a sliding
+// window of half the sequence) models built with Hugging Face's own classes in float64: the weights, the loss and
+// every gradient for one batch, and three optimizer steps with gradient clipping. Our fp32 forward/backward must
+// agree to 1e-5 relative error. (golden_gpu_test holds the CUDA backend to the same files.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,50 +13,33 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "models/hf_config.h"
 #include "models/model_registry.h"
+#include "support/golden_files.h"
 #include "support/safetensors.h"
 #include "support/tensor_views.h"
 
 namespace zb {
 namespace {
 
+using test::golden_config;
+using test::golden_path;
 using test::relative_error;
 using test::SafetensorsFile;
 
 constexpr double kTolerance = 1e-5;
 
-std::string golden_path(const std::string& model) {
-  std::string file = model;
-  std::replace(file.begin(), file.end(), '-', '_');
-  return std::string(ZB_SOURCE_DIR) + "/tests/reference/golden_" + file + ".safetensors";
-}
-
-TransformerConfig golden_config(const SafetensorsFile& f) {
-  const auto hf = nlohmann::json::parse(f.metadata().at("hf_config").get<std::string>());
-  return config_from_hf_json(hf, f.metadata().at("model").get<std::string>());
-}
-
-// Copies the file's "<prefix><unit>/<tensor>" values into the store's parameters; every tensor of the layout
-// must be present with its shape, and the file must hold nothing the layout lacks.
+// Copies the file's "<prefix><unit>/<tensor>" values into the store's parameters; the file must hold nothing the
+// layout lacks.
 void load_weights(const SafetensorsFile& f, const std::string& prefix, ParameterStore& store, Backend& backend) {
   const ParameterLayout& layout = store.layout();
-  std::set<std::string> used;
   for (size_t u = 0; u < layout.units().size(); ++u) {
     Tensor flat = store.params(u);
-    for (const ParameterTensor& t : layout.unit(u).tensors) {
-      const std::string name = prefix + layout.unit(u).name + "/" + t.name;
-      const auto& stored = f.at(name);
-      ASSERT_EQ(stored.numel(), t.numel()) << name;
-      std::vector<float> values;
-      for (double v : stored.to_doubles()) values.push_back(float(v));
-      Tensor target = flat.flat_slice(t.offset, t.offset + t.numel());
-      backend.copy(test::view(values, Shape{t.numel()}), target);
-      used.insert(name);
-    }
+    std::vector<float> values = test::golden_unit_values(
+        f, prefix, layout, u, std::vector<float>(flat.as<float>(), flat.as<float>() + flat.numel()));
+    backend.copy(test::view(values, Shape{flat.numel()}), flat);
   }
-  for (const auto& name : f.names())
-    if (name.rfind(prefix, 0) == 0) {
-      EXPECT_TRUE(used.count(name)) << name << " has no place in the layout";
-    }
+  for (const std::string& name : test::golden_tensors_outside(f, prefix, layout)) {
+    ADD_FAILURE() << name << " has no place in the layout";
+  }
 }
 
 // The elements of one tensor of a unit buffer, as doubles.
@@ -63,26 +47,6 @@ std::vector<double> read_tensor(const Tensor& flat, const ParameterTensor& t) {
   const float* p = flat.as<float>() + t.offset;
   return std::vector<double>(p, p + t.numel());
 }
-
-class ReplayTokens final : public TokenSource {
- public:
-  ReplayTokens(std::vector<int32_t> tokens, int64_t batch, int64_t seq) : tokens_(std::move(tokens)), batch_(batch), seq_(seq) {}
-  TokenBatch next_batch() override {
-    TokenBatch b;
-    const int64_t base = step_++ * batch_ * (seq_ + 1);
-    for (int64_t s = 0; s < batch_; ++s) {
-      const int32_t* row = tokens_.data() + base + s * (seq_ + 1);
-      b.inputs.insert(b.inputs.end(), row, row + seq_);
-      b.targets.insert(b.targets.end(), row + 1, row + seq_ + 1);
-    }
-    return b;
-  }
-  std::string describe() const override { return "golden tokens"; }
-
- private:
-  std::vector<int32_t> tokens_;
-  int64_t batch_, seq_, step_ = 0;
-};
 
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -111,7 +75,7 @@ TEST_P(Golden, ForwardAndBackwardMatchPyTorch) {
   model.bind_parameters(bind_model_tensors(layout, store.all_params()));
   model.bind_gradients(bind_model_tensors(layout, store.all_grads()));
 
-  ReplayTokens tokens(file->at("tokens").to_ints(), batch, seq);
+  test::GoldenTokens tokens(file->at("tokens").to_ints(), batch, seq);
   TokenBatch b = tokens.next_batch();
   const double loss = model.forward_backward(test::view(b.inputs), test::view(b.targets));
   const double expected = std::stod(file->metadata().at("loss").get<std::string>());
@@ -140,7 +104,7 @@ TEST_P(Golden, OptimizerStepsWithClippingMatchPyTorch) {
   options.optimizer.weight_decay = spec.at("weight_decay").get<float>();
   options.optimizer.momentum = spec.value("momentum", 0.0f);
   options.grad_clip = spec.at("grad_clip").get<float>();
-  ReplayTokens tokens(file->at("tokens").to_ints(), batch, seq);
+  test::GoldenTokens tokens(file->at("tokens").to_ints(), batch, seq);
   Trainer trainer(options, backend, allocator, tokens);
   load_weights(*file, "params/", trainer.store(), backend);
 
