@@ -17,12 +17,12 @@
 
 namespace zb {
 
-// Rates in 1e12 floating-point operations a second (tflops) and 1e9 bytes a second (gbps); absent where not
-// measured (see measure_peak_rates).
 // The bytes of host memory one parameter's update moves in the CPU optimizer's measurement below: the fp32
 // master, m and v read and written (24), the bf16 gradient read and weight written (4).
 inline constexpr double kMeasuredHostUpdateBytesPerParameter = 28;
 
+// Rates in 1e12 floating-point operations a second (tflops) and 1e9 bytes a second (gbps); absent where not
+// measured (see measure_peak_rates).
 struct PeakRates {
   std::optional<double> gemm_tflops;          // a large GEMM in the run's dtype (from measure_device_ceilings)
   std::optional<double> memory_gbps;          // a large copy within device memory (read + write), ditto

@@ -76,18 +76,23 @@ std::optional<double> PlanProfile::bus_gbps(int ranks) const {
   return best;
 }
 
-std::optional<double> PlanProfile::host_update_gparams_per_s() const {
-  std::optional<double> best;
+std::optional<double> PlanProfile::host_update_gparams_per_s(int ranks) const {
+  // The best aggregate measured at each count of ranks updating at once.
+  std::map<int, double> by_ranks;
   for (const ProfiledMachine& m : machines)
-    if (m.host_optimizer_gparams_per_s)
-      best = std::max(best.value_or(0), *m.host_optimizer_gparams_per_s * double(m.ranks_per_host));
-  return best;
+    if (m.host_optimizer_gparams_per_s && *m.host_optimizer_gparams_per_s > 0) {
+      double& best = by_ranks[m.ranks_per_host];
+      best = std::max(best, *m.host_optimizer_gparams_per_s * double(m.ranks_per_host));
+    }
+  if (by_ranks.empty()) return std::nullopt;
+  auto at_or_below = by_ranks.upper_bound(ranks);
+  return at_or_below == by_ranks.begin() ? at_or_below->second : std::prev(at_or_below)->second;
 }
 
 std::optional<double> PlanProfile::device_memory_gbps() const {
   std::optional<double> best;
   for (const ProfiledMachine& m : machines)
-    if (m.device_memory_gbps) best = std::max(best.value_or(0), *m.device_memory_gbps);
+    if (m.device_memory_gbps && *m.device_memory_gbps > 0) best = std::max(best.value_or(0), *m.device_memory_gbps);
   return best;
 }
 

@@ -50,10 +50,11 @@ struct PlanProfile {
   // The all-reduce bus bandwidth measured among `ranks` GPUs of one host (the best of the machines that measured
   // it at that size), or none.
   std::optional<double> bus_gbps(int ranks) const;
-  // The most parameters a second the CPU optimizers of one host updated together (a machine's rate a rank times its
-  // ranks updating at once, the best of the profile's machines), or none where no machine measured it. The update
-  // is bound by the host's memory bandwidth: this is the ceiling the node's ranks share, whatever their number.
-  std::optional<double> host_update_gparams_per_s() const;
+  // The parameters a second the CPU optimizers of one host updated together with `ranks` ranks at once (a
+  // machine's rate a rank times its ranks, the best of the machines that measured that count), or none where no
+  // machine measured it. Beyond the most ranks measured, those's: the update is bound by the host's memory
+  // bandwidth, which more ranks share; below the fewest, the fewest's.
+  std::optional<double> host_update_gparams_per_s(int ranks) const;
   // The device memory bandwidth the profile's machines measured (the best), or none.
   std::optional<double> device_memory_gbps() const;
   // The largest GPU memory any entry recorded.

@@ -81,10 +81,11 @@ std::optional<Basis> find_basis(const PlanProfile& profile, const TrainingOption
 }
 
 // The bytes of memory one parameter's update moves (on the host or the device): the fp32 master and moments both
-// ways, the gradient in and the weight out in the training dtype.
+// ways, the gradient in, and in 16-bit training the 16-bit weight out (in fp32 training the master is the weight).
 double update_bytes_per_parameter(const TrainingOptions& options) {
   const double state = 4.0 + OptimizerStateFormat::of(options.optimizer).moment_bytes_per_element();
-  return 2.0 * state + 2.0 * double(dtype_size(options.dtype));
+  const double sixteen_bit_weight = options.dtype == DType::f32 ? 0.0 : double(dtype_size(options.dtype));
+  return 2.0 * state + double(dtype_size(options.dtype)) + sixteen_bit_weight;
 }
 
 // The median time a parameter of the device's (or the host's) update over the entries of the options' dtype and
@@ -189,10 +190,11 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     }
     // The rank's share at the basis's time a parameter (the basis's per-unit overheads shrink with it), unless the
     // host's memory bounds the node: its ranks updating their shares and copying gradients down and weights up, at
-    // the best aggregate rate the profile's machines measured, in the measurement's bytes a parameter. Without that
+    // the aggregate rate the profile's machines measured with the node's ranks, in the measurement's bytes a
+    // parameter. Without that
     // measurement, one rank's rate shared among the node's ranks (an upper bound: the update is memory bound).
     const double alone_ms = *cpu_rate * trainable * rank_share * host_share;
-    if (const std::optional<double> host_rate = profile.host_update_gparams_per_s()) {
+    if (const std::optional<double> host_rate = profile.host_update_gparams_per_s(links.gpus_per_node)) {
       const double node_parameters = trainable * rank_share * host_share * double(links.gpus_per_node);
       const double bytes = update_bytes_per_parameter(options) + 2.0 * double(dtype_size(options.dtype));
       const double ceiling_ms = node_parameters * bytes / (kMeasuredHostUpdateBytesPerParameter * *host_rate * 1e6);
@@ -209,6 +211,8 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
     // A shorter host update than the basis's hides less of the units' compute: what it cannot cover is paid.
     p.compute_ms += std::max(0.0, hidden_by_host - p.cpu_optimizer_ms);
   }
+  // The part of the host update that no compute runs beside: what it can hide of the weights' gathers.
+  const double host_idle_ms = std::max(0.0, p.cpu_optimizer_ms - std::min(hidden_by_host, p.cpu_optimizer_ms));
 
   // The collectives.
   if (world > 1) {
@@ -241,13 +245,16 @@ std::optional<StepTimePrediction> predict_step_time(const PlanProfile& profile, 
       }
     }
     // With offload the gathers of the updated weights (after the update in stages 1-2, in the next forward in stage
-    // 3, which waits for the host unit by unit) run while the host updates: only what outlasts it costs the step.
-    // The reductions run during the micro-batches' backward, before the host update starts.
+    // 3, which waits for the host unit by unit) run while the host updates: only what outlasts the part of the
+    // update no compute runs beside costs the step. The reductions run during the micro-batches' backward, before
+    // the host update starts. Compute hides at most its own length of the collectives beside it.
     double reductions_ms = 0, gathers_ms = 0;
     for (const CollectiveEstimate& c : p.collectives)
       (c.kind == CollectiveKind::all_gather ? gathers_ms : reductions_ms) += c.time.ms;
-    const double gathers_cost = kCollectiveContention * gathers_ms - (offload ? p.cpu_optimizer_ms : 0.0);
-    const double collectives_ms = kCollectiveContention * reductions_ms + std::max(0.0, gathers_cost);
+    auto beside_compute = [&](double ms) { return std::max(kCollectiveContention * ms, ms - p.compute_ms); };
+    const double collectives_ms =
+        offload ? beside_compute(reductions_ms) + std::max(0.0, beside_compute(gathers_ms) - host_idle_ms)
+                : beside_compute(reductions_ms + gathers_ms);
     p.collectives_ms = offload ? collectives_ms : std::max(p.copies_ms, collectives_ms);
   } else {
     p.collectives_ms = offload ? 0.0 : p.copies_ms;

@@ -8,17 +8,19 @@
 // (linearly in tokens) and accumulation, and for another model of the profile's family (same norm, positions and
 // MLP: Llama-2-70b from Llama-2-7b's profile) by the ratio of their work a token (training_flops_per_token), the
 // GEMMs of a larger model being at least as efficient. To that the configuration adds:
-// - the device optimizer over this rank's share of the parameters, at the basis's time a parameter;
+// - the device optimizer over this rank's share of the parameters, at the basis's time a parameter (where the
+//   profile ran no update on the device, its bytes at the device memory bandwidth measured);
 // - the host optimizer (offload) over this rank's share, at the basis's time a parameter, or where longer, as the
 //   host's memory bounds it: the node's ranks each updating and copying their shares, the bytes at the best
 //   aggregate rate the profile's machines measured (PlanProfile::host_update_gparams_per_s, in
 //   kMeasuredHostUpdateBytesPerParameter a parameter); without that measurement, one rank's rate shared among the
 //   node's ranks (an upper bound). The basis's copies that its units' compute did not hide shrink with the rank's
-//   share of the parameters;
+//   share of the parameters; the units' compute its host update hid is paid where this update is shorter;
 // - the collectives the stage issues (bytes below), each timed as NCCL runs it; they run beside compute, which
-//   loses kCollectiveContention of their time (NCCL's kernels take SMs and memory bandwidth from it): the step
-//   pays the larger of that and the one-GPU copies they replace. With offload the host update covers them: only
-//   what outlasts it counts.
+//   loses kCollectiveContention of their time (NCCL's kernels take SMs and memory bandwidth from it), or where they
+//   outlast the compute, all but its length: the step pays the larger of that and the one-GPU copies they replace.
+//   With offload the part of the host update no compute runs beside covers the weights' gathers: only what
+//   outlasts it counts.
 // Collective bytes a step, with Psi the trained weights' bytes and Phi all weights' (the dtype's size), a micro-
 // batches: stage 0 all-reduces Psi once; stage 1 reduce-scatters Psi once and all-gathers Psi after the update;
 // stage 2 reduce-scatters Psi each micro-batch and all-gathers Psi; stage 3 all-gathers Phi in forward and again
