@@ -493,12 +493,20 @@ TEST_P(CudaAttention, SlidingWindow) {
   check({1, 190, 4, 2, 128, 70});
   check({2, 90, 4, 2, 32, 24});
   check({1, 80, 4, 2, 64, 1});  // each query its own key alone: the walks hold the diagonal block only
+  check({1, 256, 4, 2, 128, 100});  // head size 128 with blocks inside the band, unmasked
+  check({1, 1024, 2, 1, 64, 128});  // long walks; windows of whole blocks
+  check({1, 1000, 2, 2, 128, 64});
+  check({1, 513, 2, 1, 64, 512});  // the window one short of the sequence: only the last query loses a key
 }
 
-// A window as wide as the sequence, or wider, is plain causal attention.
+// A window as wide as the sequence, or wider, is plain causal attention: the same bits as without a window.
 TEST_P(CudaAttention, WindowAsWideAsTheSequenceIsCausal) {
-  check({1, 70, 4, 2, 64, 70});
-  check({1, 70, 4, 2, 64, 500});
+  const test::RandomInputs fixed = rnd;  // the same inputs for every run
+  const auto causal = check({1, 70, 4, 2, 64});
+  for (int64_t window : {70, 500}) {
+    rnd = fixed;
+    EXPECT_EQ(check({1, 70, 4, 2, 64, window}), causal) << "window " << window;
+  }
 }
 
 TEST_P(CudaAttention, BackwardIsDeterministic) {
