@@ -6,6 +6,8 @@ activation checkpointing of every block (torch.utils.checkpoint, non-reentrant: 
 adapters as plain modules (--lora-rank R, Llama: the fused q/k/v projection's one A shared by q, k and v and one B of
 their joint width, and the output projection, as zerobench's --lora-targets attention; the base model frozen in bf16,
 the adapters fp32 under autocast).
+Or a model of Hugging Face transformers' own classes (--model mistral-7b or gemma-3-1b: MistralForCausalLM and
+Gemma3ForCausalLM built from the published configs with random weights, SDPA attention), trained the same way.
 Prints one JSON line: tokens/s (median over timed steps), step ms, peak GiB.
 Run with torchrun for DDP / FSDP2 (--mode ddp|fsdp).
 """
@@ -33,6 +35,41 @@ LLAMAS = {  # layers, heads, kv heads, width, ffn width, vocab, tied embeddings,
     "llama-2-7b": (32, 32, 32, 4096, 11008, 32000, False, 10000.0),
     "llama-2-13b": (40, 40, 40, 5120, 13824, 32000, False, 10000.0),
 }
+
+# Hugging Face models, from the published config.json of mistralai/Mistral-7B-v0.3 and google/gemma-3-1b-pt.
+HF_MODELS = {
+    "mistral-7b": ("MistralConfig", "MistralForCausalLM", dict(
+        vocab_size=32768, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-5, sliding_window=None,
+        tie_word_embeddings=False)),
+    "gemma-3-1b": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=256, max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1e6,
+        rope_local_base_freq=10000.0, sliding_window=512, query_pre_attn_scalar=256,
+        hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+        layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)])),
+}
+
+class HuggingFace(nn.Module):
+    """A transformers causal LM whose loss is taken as the other models take it (the logits in fp32)."""
+    def __init__(s, name):
+        super().__init__()
+        import transformers
+        config_class, model_class, fields = HF_MODELS[name]
+        config = getattr(transformers, config_class)(**fields, attn_implementation="sdpa")
+        s.model = getattr(transformers, model_class)(config)
+        s.config = config
+        object.__setattr__(s, "blocks", s.model.model.layers)  # (not registered twice; FSDP2 shards each)
+    def forward(s, idx, tgt):
+        logits = s.model(input_ids=idx, use_cache=False).logits
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
+    def attention_flops_per_token(s, T):
+        """12 x the attention width x the keys each layer's query spans (its sliding window, where narrower)."""
+        c = s.config
+        width = c.num_attention_heads * getattr(c, "head_dim", c.hidden_size // c.num_attention_heads)
+        kinds = getattr(c, "layer_types", None) or ["full_attention"] * c.num_hidden_layers
+        spans = [min(T, c.sliding_window) if k == "sliding_attention" and c.sliding_window else T for k in kinds]
+        return 12 * width * sum(spans)
 
 def rope(x, cos, sin):  # x: B, H, T, hd (rotate-half convention)
     a, b = x.chunk(2, dim=-1)
@@ -134,7 +171,8 @@ class GPT(nn.Module):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt2", choices=sorted(CONFIGS) + sorted(LLAMAS)); p.add_argument("-B", type=int, default=16)
+    p.add_argument("--model", default="gpt2", choices=sorted(CONFIGS) + sorted(LLAMAS) + sorted(HF_MODELS))
+    p.add_argument("-B", type=int, default=16)
     p.add_argument("-T", type=int, default=1024); p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=10); p.add_argument("--compile", type=int, default=1)
     p.add_argument("--mode", default="single", choices=["single", "ddp", "fsdp"])
@@ -149,7 +187,10 @@ def main():
         torch.distributed.init_process_group("nccl")
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = True
-    if a.model in LLAMAS:
+    if a.model in HF_MODELS:
+        model = HuggingFace(a.model).cuda()
+        V = model.config.vocab_size
+    elif a.model in LLAMAS:
         L, H, KV, D, FF, V, tied, theta = LLAMAS[a.model]
         model = Llama(L, H, KV, D, FF, V, tied, theta, a.T).cuda()
     else:
@@ -167,6 +208,7 @@ def main():
         model.blocks.cuda()
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if a.checkpoint:  # (after the adapters, which the wrapped blocks would hide)
+        assert a.model not in HF_MODELS, "checkpointing wraps this script's own blocks"
         model.blocks = nn.ModuleList(Checkpointed(b) for b in model.blocks)
     if a.mode == "ddp":
         model = nn.parallel.DistributedDataParallel(model)
@@ -197,7 +239,8 @@ def main():
     tok = a.B * a.T * world / (ms / 1e3)
     # Frozen weights count 4 FLOPs a token (forward and the input's gradient), trained ones 6, as zerobench counts.
     weights = 4 * nparams + 6 * trainable if a.lora_rank else 6 * nparams
-    flops = weights * a.B * a.T * world + 12 * L * D * a.T * a.B * a.T * world
+    attention = model.attention_flops_per_token(a.T) if a.model in HF_MODELS else 12 * L * D * a.T
+    flops = weights * a.B * a.T * world + attention * a.B * a.T * world
     if rank == 0:
         print(json.dumps({"anchor": "pytorch", "mode": a.mode, "model": a.model, "params": nparams,
               "B": a.B, "T": a.T, "world": world, "compile": a.compile, "offload": a.offload,
