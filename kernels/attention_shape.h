@@ -1,4 +1,5 @@
-// The shape of a causal self-attention call with grouped-query heads, optionally limited to a sliding window.
+// The shape of a causal self-attention call with grouped-query heads, optionally limited to a sliding window and with
+// a softmax scale of the model's own.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,9 @@ struct AttentionShape {
   // Sliding-window attention: query t attends to keys u with t - window < u <= t (the window's latest positions,
   // itself included, as Hugging Face's sliding-window mask); 0: every u <= t.
   int64_t window = 0;
+  // The scale of the scores q.k before the softmax; 0: 1/sqrt(head_dim). Gemma 3 scales by
+  // query_pre_attn_scalar^-0.5, which differs from head_dim^-0.5 in some of its models (27B: 168 against 128).
+  double softmax_scale = 0;
 
   ZB_HOST_DEVICE int64_t tokens() const { return batch * seq; }
   // The first key query t attends to.
@@ -31,6 +35,8 @@ struct AttentionShape {
   ZB_HOST_DEVICE bool banded() const { return window > 0 && window < seq; }
   // The keys a query's row spans for FLOP counts (the causal mask not discounted): the window, or the sequence.
   ZB_HOST_DEVICE int64_t key_span() const { return banded() ? window : seq; }
+  // Whether the scores are scaled by 1/sqrt(head_dim).
+  ZB_HOST_DEVICE bool default_scale() const { return softmax_scale == 0; }
   ZB_HOST_DEVICE int64_t q_width() const { return heads * head_dim; }
   ZB_HOST_DEVICE int64_t kv_width() const { return kv_heads * head_dim; }
   ZB_HOST_DEVICE int64_t qkv_width() const { return q_width() + 2 * kv_width(); }

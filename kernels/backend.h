@@ -124,17 +124,35 @@ class Backend {
   virtual void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
                                   GradWrite write = GradWrite::add) = 0;
-  // RMSNorm: out = x / sqrt(mean(x^2) + eps) * weight; saves rstd [N].
-  virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) = 0;
+  // RMSNorm: out = x / sqrt(mean(x^2) + eps) * (gain_offset + weight); saves rstd [N]. The offset is 0 for Llama's
+  // norms and 1 for Gemma's, whose weights start at zero: added to the weight in fp32 inside the op, never stored
+  // (so weight decay and the weight's rounding see the weight itself, as in the model).
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                               float gain_offset = 0.0f) = 0;
   // The residual add fused into the norm that follows it: residual_out = a + b (in the data dtype), then
   // out = norm(residual_out), as residual_forward followed by layernorm_forward / rmsnorm_forward would give.
   virtual void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
                                           const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) = 0;
   virtual void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
-                                        float eps, Tensor& out, Tensor& rstd) = 0;
-  // Adds to dx; adds to (or overwrites) dweight.
+                                        float eps, Tensor& out, Tensor& rstd, float gain_offset = 0.0f) = 0;
+  // Adds to dx; adds to (or overwrites) dweight (the gain's gradient, whatever its offset).
   virtual void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                Tensor& dx, Tensor& dweight, GradWrite write = GradWrite::add) = 0;
+                                Tensor& dx, Tensor& dweight, GradWrite write = GradWrite::add,
+                                float gain_offset = 0.0f) = 0;
+  // Per-head RMSNorm of the query and key heads of a fused qkv (Gemma 3's q_norm and k_norm, before the rotary
+  // embedding): each head_dim-wide query head of qkv_in [N, qkv_width] (see AttentionShape) becomes what
+  // rmsnorm_forward makes of a row with the gain gain_offset + q_weight, each key head the same with k_weight
+  // (q_weight and k_weight [head_dim], shared by the heads); the value heads are copied. Writes all of qkv_out
+  // (another tensor than qkv_in) and rstd [N, heads + kv_heads] (stats_dtype; each token's query heads, then its
+  // key heads).
+  virtual void qk_norm_forward(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                               float gain_offset, const AttentionShape& shape, Tensor& qkv_out, Tensor& rstd) = 0;
+  // Its backward from dout, the gradient of qkv_out: writes all of dqkv_in (the value heads' part is dout's); adds
+  // to (or overwrites) dq_weight and dk_weight, which are not computed where empty (frozen weights).
+  virtual void qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, const Tensor& q_weight,
+                                const Tensor& k_weight, const Tensor& rstd, float gain_offset,
+                                const AttentionShape& shape, Tensor& dqkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                GradWrite write = GradWrite::add) = 0;
 
   // --- linear layers ----------------------------------------------------------------------------------------
   // out [N, M] = inp [N, K] weight[M, K]^T (+ bias [M] unless bias is empty).
@@ -171,7 +189,8 @@ class Backend {
   virtual void dropout_mask(const Tensor& x, double p, uint64_t seed, uint64_t stream, Tensor& out) = 0;
 
   // --- attention --------------------------------------------------------------------------------------------
-  // Causal softmax attention, scale 1/sqrt(head_dim). qkv [N, qkv_width] (see AttentionShape), out [N, q_width],
+  // Causal softmax attention, the scores scaled by shape.softmax_scale (by default 1/sqrt(head_dim)), over the
+  // shape's sliding window where it has one. qkv [N, qkv_width] (see AttentionShape), out [N, q_width],
   // lse [batch, heads, seq] (stats_dtype): each query row's log-sum-exp, all that backward needs to rebuild the
   // probabilities.
   virtual void attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out, Tensor& lse) = 0;
@@ -194,6 +213,13 @@ class Backend {
   // inp [N, 2F] holds the gate then the up projection; out [N, F] = silu(gate) * up.
   virtual void swiglu_forward(const Tensor& inp, Tensor& out) = 0;
   virtual void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) = 0;
+  // As SwiGLU with GELU's tanh form for the gate: out [N, F] = gelu(gate) * up (GeGLU, Gemma's MLP).
+  virtual void geglu_forward(const Tensor& inp, Tensor& out) = 0;
+  virtual void geglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) = 0;
+  // out = x * factor elementwise, the product formed in fp32 (fp64 for fp64 data) and rounded to the dtype once;
+  // out may be x. The factor is taken as given: a caller that wants it rounded to the dtype first (Gemma's
+  // embedding scale) rounds it. Its own backward: the same op on the gradient.
+  virtual void scale(const Tensor& x, double factor, Tensor& out) = 0;
   // out = a + b, elementwise (the residual connection; its backward is the identity on both inputs).
   virtual void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) = 0;
 

@@ -32,13 +32,17 @@ class DryRunBackend final : public Backend {
   void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&, Tensor&) override {}
   void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
                           Tensor&, GradWrite) override {}
-  void rmsnorm_forward(const Tensor&, const Tensor&, float, Tensor&, Tensor&) override {}
+  void rmsnorm_forward(const Tensor&, const Tensor&, float, Tensor&, Tensor&, float) override {}
   void residual_layernorm_forward(const Tensor&, const Tensor&, Tensor&, const Tensor&, const Tensor&, float, Tensor&,
                                   Tensor&, Tensor&) override {}
-  void residual_rmsnorm_forward(const Tensor&, const Tensor&, Tensor&, const Tensor&, float, Tensor&,
-                                Tensor&) override {}
-  void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
-                        GradWrite) override {}
+  void residual_rmsnorm_forward(const Tensor&, const Tensor&, Tensor&, const Tensor&, float, Tensor&, Tensor&,
+                                float) override {}
+  void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, GradWrite,
+                        float) override {}
+  void qk_norm_forward(const Tensor&, const Tensor&, const Tensor&, float, float, const AttentionShape&, Tensor&,
+                       Tensor&) override {}
+  void qk_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
+                        const AttentionShape&, Tensor&, Tensor&, Tensor&, GradWrite) override {}
   void matmul_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&) override {}
   void matmul_gelu_forward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) override {}
   void matmul_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, GradWrite) override {}
@@ -57,7 +61,10 @@ class DryRunBackend final : public Backend {
   void relu_backward(const Tensor&, const Tensor&, Tensor&) override {}
   void swiglu_forward(const Tensor&, Tensor&) override {}
   void swiglu_backward(const Tensor&, const Tensor&, Tensor&) override {}
+  void geglu_forward(const Tensor&, Tensor&) override {}
+  void geglu_backward(const Tensor&, const Tensor&, Tensor&) override {}
   void residual_forward(const Tensor&, const Tensor&, Tensor&) override {}
+  void scale(const Tensor&, double, Tensor&) override {}
   void cross_entropy_forward(const Tensor&, const Tensor&, int64_t, Tensor&) override {}
   void cross_entropy_forward_backward(Tensor&, const Tensor&, int64_t, float, Tensor&) override {}
   double sum_of_squares(const std::vector<Tensor>&) override { return 0; }

@@ -1,5 +1,7 @@
 #include "kernels/op_checks.h"
 
+#include <cmath>
+
 #include "kernels/backend.h"
 
 namespace zb::checks {
@@ -79,6 +81,13 @@ GemmDims gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose
 
 void attention(const Tensor& qkv, const AttentionShape& s, const Tensor& out, const Tensor& lse, Device device) {
   ZB_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads ", s.heads, " not a multiple of kv_heads ", s.kv_heads);
+  ZB_CHECK(std::isfinite(s.softmax_scale) && s.softmax_scale >= 0, "attention softmax scale ", s.softmax_scale,
+           " (0 is 1/sqrt(head_dim))");
+  // The CUDA kernels and cuDNN's graphs compute with 1/sqrt(head_dim): another scale is refused there, not
+  // computed as another model's attention, until they take the shape's.
+  ZB_CHECK(!device.is_cuda() || s.default_scale(), "an attention softmax scale of ", s.softmax_scale,
+           " (query_pre_attn_scalar other than head_dim) is implemented on the CPU backend only so far; the GPU's ",
+           "attention scales by 1/sqrt(head_dim) = ", 1.0 / std::sqrt(double(s.head_dim)));
   expect(qkv, "qkv", Shape{s.tokens(), s.qkv_width()}, qkv.dtype, device);
   expect(out, "attention output", Shape{s.tokens(), s.q_width()}, qkv.dtype, device);
   expect(lse, "attention lse", Shape{s.batch, s.heads, s.seq}, stats_dtype(qkv.dtype), device);
@@ -96,12 +105,41 @@ int64_t same_shape(const Tensor& a, const Tensor& b, const char* what, Device de
   return a.numel();
 }
 
-Rows swiglu(const Tensor& inp, const Tensor& out, Device device) {
+namespace {
+
+// A gated unit's input [N, 2F] (gate, then up) and output [N, F].
+Rows gated(const Tensor& inp, const Tensor& out, const char* input_name, const char* output_name, Device device) {
   const Rows r = rows_of(inp);
-  ZB_CHECK(r.c % 2 == 0, "swiglu input ", inp.describe(), " must hold gate and up halves");
-  expect(inp, "swiglu input", inp.shape, inp.dtype, device);
-  expect(out, "swiglu output", Shape{r.n, r.c / 2}, inp.dtype, device);
+  ZB_CHECK(r.c % 2 == 0, input_name, " ", inp.describe(), " must hold gate and up halves");
+  expect(inp, input_name, inp.shape, inp.dtype, device);
+  expect(out, output_name, Shape{r.n, r.c / 2}, inp.dtype, device);
   return {r.n, r.c / 2};
+}
+
+}  // namespace
+
+Rows swiglu(const Tensor& inp, const Tensor& out, Device device) {
+  return gated(inp, out, "swiglu input", "swiglu output", device);
+}
+
+Rows geglu(const Tensor& inp, const Tensor& out, Device device) {
+  return gated(inp, out, "geglu input", "geglu output", device);
+}
+
+void qk_norm(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, const Tensor& qkv_out,
+             const Tensor& rstd, const AttentionShape& s, Device device) {
+  ZB_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads ", s.heads, " not a multiple of kv_heads ", s.kv_heads);
+  const Shape qkv{s.tokens(), s.qkv_width()};
+  expect(qkv_in, "qk_norm input", qkv, qkv_in.dtype, device);
+  expect(q_weight, "q_norm weight", Shape{s.head_dim}, qkv_in.dtype, device);
+  expect(k_weight, "k_norm weight", Shape{s.head_dim}, qkv_in.dtype, device);
+  expect(qkv_out, "qk_norm output", qkv, qkv_in.dtype, device);
+  expect(rstd, "qk_norm rstd", Shape{s.tokens(), s.heads + s.kv_heads}, stats_dtype(qkv_in.dtype), device);
+  ZB_CHECK(qkv_in.data != qkv_out.data || qkv.numel() == 0, "qk_norm writes another tensor than it reads");
+}
+
+void norm_weight_gradient(const Tensor& weight, const Tensor& dweight, Device device) {
+  if (!dweight.empty()) same_shape(weight, dweight, "norm dweight", device);
 }
 
 Rows cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, const Tensor& losses, Device device) {

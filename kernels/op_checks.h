@@ -35,6 +35,12 @@ void attention(const Tensor& qkv, const AttentionShape& shape, const Tensor& out
 void rope(const Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape, Device device);
 int64_t same_shape(const Tensor& a, const Tensor& b, const char* what, Device device);  // returns numel
 Rows swiglu(const Tensor& inp, const Tensor& out, Device device);                      // returns n, f
+Rows geglu(const Tensor& inp, const Tensor& out, Device device);                       // returns n, f
+// Backend::qk_norm_forward's tensors (qkv_out also stands for the backward's dout and dqkv_in).
+void qk_norm(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, const Tensor& qkv_out,
+             const Tensor& rstd, const AttentionShape& shape, Device device);
+// A per-head norm's weight gradient: of the weight's shape, or empty (a frozen weight: not computed).
+void norm_weight_gradient(const Tensor& weight, const Tensor& dweight, Device device);
 Rows cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, const Tensor& losses, Device device);
 void optimizer(const Tensor& master, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& params_out,
                bool needs_v, Device device);

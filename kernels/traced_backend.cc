@@ -96,9 +96,10 @@ void TracedBackend::layernorm_backward(const Tensor& dout, const Tensor& x, cons
   inner_.layernorm_backward(dout, x, weight, mean, rstd, dx, dweight, dbias, write);
 }
 
-void TracedBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+void TracedBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                                    float gain_offset) {
   TraceScope scope(TraceCategory::op, "rmsnorm_forward", 0, bytes_of({&x, &weight, &out, &rstd}));
-  inner_.rmsnorm_forward(x, weight, eps, out, rstd);
+  inner_.rmsnorm_forward(x, weight, eps, out, rstd, gain_offset);
 }
 
 void TracedBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
@@ -110,16 +111,34 @@ void TracedBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b,
 }
 
 void TracedBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out,
-                                             const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+                                             const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                                             float gain_offset) {
   TraceScope scope(TraceCategory::op, "residual_rmsnorm_forward", 0,
                    bytes_of({&a, &b, &residual_out, &weight, &out, &rstd}));
-  inner_.residual_rmsnorm_forward(a, b, residual_out, weight, eps, out, rstd);
+  inner_.residual_rmsnorm_forward(a, b, residual_out, weight, eps, out, rstd, gain_offset);
 }
 
 void TracedBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                     Tensor& dx, Tensor& dweight, GradWrite write) {
+                                     Tensor& dx, Tensor& dweight, GradWrite write, float gain_offset) {
   TraceScope scope(TraceCategory::op, "rmsnorm_backward", 0, bytes_of({&dout, &x, &weight, &rstd, &dx, &dx, &dweight}));
-  inner_.rmsnorm_backward(dout, x, weight, rstd, dx, dweight, write);
+  inner_.rmsnorm_backward(dout, x, weight, rstd, dx, dweight, write, gain_offset);
+}
+
+void TracedBackend::qk_norm_forward(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                    float gain_offset, const AttentionShape& shape, Tensor& qkv_out, Tensor& rstd) {
+  TraceScope scope(TraceCategory::op, "qk_norm_forward", 0,
+                   bytes_of({&qkv_in, &q_weight, &k_weight, &qkv_out, &rstd}));
+  inner_.qk_norm_forward(qkv_in, q_weight, k_weight, eps, gain_offset, shape, qkv_out, rstd);
+}
+
+void TracedBackend::qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, const Tensor& q_weight,
+                                     const Tensor& k_weight, const Tensor& rstd, float gain_offset,
+                                     const AttentionShape& shape, Tensor& dqkv_in, Tensor& dq_weight,
+                                     Tensor& dk_weight, GradWrite write) {
+  TraceScope scope(TraceCategory::op, "qk_norm_backward", 0,
+                   bytes_of({&dout, &qkv_in, &q_weight, &k_weight, &rstd, &dqkv_in, &dq_weight, &dk_weight}));
+  inner_.qk_norm_backward(dout, qkv_in, q_weight, k_weight, rstd, gain_offset, shape, dqkv_in, dq_weight, dk_weight,
+                          write);
 }
 
 void TracedBackend::matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) {
@@ -217,6 +236,21 @@ void TracedBackend::swiglu_forward(const Tensor& inp, Tensor& out) {
 void TracedBackend::swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
   TraceScope scope(TraceCategory::op, "swiglu_backward", 0, bytes_of({&dout, &inp, &dinp}));
   inner_.swiglu_backward(dout, inp, dinp);
+}
+
+void TracedBackend::geglu_forward(const Tensor& inp, Tensor& out) {
+  TraceScope scope(TraceCategory::op, "geglu_forward", 0, bytes_of({&inp, &out}));
+  inner_.geglu_forward(inp, out);
+}
+
+void TracedBackend::geglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  TraceScope scope(TraceCategory::op, "geglu_backward", 0, bytes_of({&dout, &inp, &dinp}));
+  inner_.geglu_backward(dout, inp, dinp);
+}
+
+void TracedBackend::scale(const Tensor& x, double factor, Tensor& out) {
+  TraceScope scope(TraceCategory::op, "scale", 0, bytes_of({&x, &out}));
+  inner_.scale(x, factor, out);
 }
 
 void TracedBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out) {

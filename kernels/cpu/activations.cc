@@ -1,4 +1,4 @@
-// Elementwise activations (GELU tanh, ReLU, SwiGLU) and the residual add.
+// Elementwise activations (GELU tanh, ReLU, SwiGLU, GeGLU), the residual add and scaling by a constant.
 #include <cmath>
 #include <numbers>
 
@@ -7,26 +7,35 @@
 
 namespace zb::cpu {
 
+namespace {
+
+// GELU's tanh form and its derivative.
+template <typename T>
+T gelu(T x) {
+  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
+  return T(0.5) * x * (1 + std::tanh(k * (x + T(0.044715) * x * x * x)));
+}
+
+template <typename T>
+T gelu_grad(T x) {
+  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
+  const T th = std::tanh(k * (x + T(0.044715) * x * x * x));
+  const T dth = (1 - th * th) * k * (1 + 3 * T(0.044715) * x * x);
+  return T(0.5) * ((1 + th) + x * dth);
+}
+
+}  // namespace
+
 template <typename T>
 void gelu_forward(const T* inp, T* out, int64_t n) {
-  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T x = inp[i];
-    out[i] = T(0.5) * x * (1 + std::tanh(k * (x + T(0.044715) * x * x * x)));
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
 }
 
 template <typename T>
 void gelu_backward(const T* dout, const T* inp, T* dinp, int64_t n) {
-  const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T x = inp[i];
-    const T th = std::tanh(k * (x + T(0.044715) * x * x * x));
-    const T dth = (1 - th * th) * k * (1 + 3 * T(0.044715) * x * x);
-    dinp[i] = dout[i] * T(0.5) * ((1 + th) + x * dth);
-  }
+  for (int64_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_grad(inp[i]);
 }
 
 template <typename T>
@@ -67,9 +76,36 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f)
 }
 
 template <typename T>
+void geglu_forward(const T* inp, T* out, int64_t n, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t j = 0; j < f; ++j) out[row * f + j] = gelu(inp[row * 2 * f + j]) * inp[row * 2 * f + f + j];
+  }
+}
+
+template <typename T>
+void geglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t j = 0; j < f; ++j) {
+      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
+      const T g = dout[row * f + j];
+      dinp[row * 2 * f + j] = g * up * gelu_grad(gate);
+      dinp[row * 2 * f + f + j] = g * gelu(gate);
+    }
+  }
+}
+
+template <typename T>
 void residual_forward(const T* a, const T* b, T* out, int64_t n) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void scale(const T* x, T factor, T* out, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * factor;
 }
 
 template <typename T>
@@ -87,7 +123,10 @@ void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream, T* out, 
   template void relu_backward<T>(const T*, const T*, T*, int64_t);              \
   template void swiglu_forward<T>(const T*, T*, int64_t, int64_t);              \
   template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t);   \
-  template void residual_forward<T>(const T*, const T*, T*, int64_t);
+  template void geglu_forward<T>(const T*, T*, int64_t, int64_t);               \
+  template void geglu_backward<T>(const T*, const T*, T*, int64_t, int64_t);    \
+  template void residual_forward<T>(const T*, const T*, T*, int64_t);           \
+  template void scale<T>(const T*, T, T*, int64_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(double)
 

@@ -27,6 +27,12 @@ struct HeadView {
   int64_t lse(int64_t t) const { return (b * s.heads + h) * s.seq + t; }
 };
 
+// The scores' scale: the shape's own, or 1/sqrt(head_dim) computed in T as it always was.
+template <typename T>
+T score_scale(const AttentionShape& s) {
+  return s.default_scale() ? 1 / std::sqrt(static_cast<T>(s.head_dim)) : static_cast<T>(s.softmax_scale);
+}
+
 template <typename T>
 T dot(const T* a, const T* b, int64_t n) {
   T acc = 0;
@@ -38,7 +44,7 @@ T dot(const T* a, const T* b, int64_t n) {
 
 template <typename T>
 void attention_forward(const T* qkv, const AttentionShape& s, T* out, T* lse) {
-  const T scale = 1 / std::sqrt(static_cast<T>(s.head_dim));
+  const T scale = score_scale<T>(s);
   const int64_t d = s.head_dim;
 #pragma omp parallel
   {
@@ -70,7 +76,7 @@ void attention_forward(const T* qkv, const AttentionShape& s, T* out, T* lse) {
 
 template <typename T>
 void attention_backward(const T* dout, const T* qkv, const T* out, const T* lse, const AttentionShape& s, T* dqkv) {
-  const T scale = 1 / std::sqrt(static_cast<T>(s.head_dim));
+  const T scale = score_scale<T>(s);
   const int64_t d = s.head_dim;
   // One thread per (batch, kv head): it alone writes that kv head's dk and dv and its query heads' dq.
 #pragma omp parallel for collapse(2) schedule(static)

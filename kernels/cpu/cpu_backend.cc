@@ -133,10 +133,11 @@ void CpuBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const T
   });
 }
 
-void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                                 float gain_offset) {
   const auto [n, c] = checks::rmsnorm(x, weight, out, rstd, kCpu);
   dispatch_real(x.dtype, [&]<typename T>() {
-    cpu::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), T(eps), out.as<T>(), rstd.as<T>(), n, c);
+    cpu::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), T(gain_offset), T(eps), out.as<T>(), rstd.as<T>(), n, c);
   });
 }
 
@@ -149,19 +150,45 @@ void CpuBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, Te
 }
 
 void CpuBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
-                                          float eps, Tensor& out, Tensor& rstd) {
+                                          float eps, Tensor& out, Tensor& rstd, float gain_offset) {
   residual_forward(a, b, residual_out);
-  rmsnorm_forward(residual_out, weight, eps, out, rstd);
+  rmsnorm_forward(residual_out, weight, eps, out, rstd, gain_offset);
 }
 
 void CpuBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                  Tensor& dx, Tensor& dweight, GradWrite write) {
+                                  Tensor& dx, Tensor& dweight, GradWrite write, float gain_offset) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, kCpu);
   checks::same_shape(x, dx, "rmsnorm dx", kCpu);
   checks::same_shape(weight, dweight, "rmsnorm dweight", kCpu);
   zero_to_overwrite(write, {&dweight});
   dispatch_real(x.dtype, [&]<typename T>() {
-    cpu::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<T>(), dx.as<T>(), dweight.as<T>(), n, c);
+    cpu::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), T(gain_offset), rstd.as<T>(), dx.as<T>(),
+                             dweight.as<T>(), n, c);
+  });
+}
+
+void CpuBackend::qk_norm_forward(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                 float gain_offset, const AttentionShape& s, Tensor& qkv_out, Tensor& rstd) {
+  checks::qk_norm(qkv_in, q_weight, k_weight, qkv_out, rstd, s, kCpu);
+  dispatch_real(qkv_in.dtype, [&]<typename T>() {
+    cpu::qk_norm_forward<T>(qkv_in.as<T>(), q_weight.as<T>(), k_weight.as<T>(), T(eps), T(gain_offset), s,
+                            qkv_out.as<T>(), rstd.as<T>());
+  });
+}
+
+void CpuBackend::qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, const Tensor& q_weight,
+                                  const Tensor& k_weight, const Tensor& rstd, float gain_offset,
+                                  const AttentionShape& s, Tensor& dqkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                  GradWrite write) {
+  checks::qk_norm(qkv_in, q_weight, k_weight, dout, rstd, s, kCpu);
+  checks::same_shape(qkv_in, dqkv_in, "qk_norm dqkv", kCpu);
+  checks::norm_weight_gradient(q_weight, dq_weight, kCpu);
+  checks::norm_weight_gradient(k_weight, dk_weight, kCpu);
+  zero_to_overwrite(write, {&dq_weight, &dk_weight});
+  dispatch_real(qkv_in.dtype, [&]<typename T>() {
+    cpu::qk_norm_backward<T>(dout.as<T>(), qkv_in.as<T>(), q_weight.as<T>(), k_weight.as<T>(), rstd.as<T>(),
+                             T(gain_offset), s, dqkv_in.as<T>(), dq_weight.empty() ? nullptr : dq_weight.as<T>(),
+                             dk_weight.empty() ? nullptr : dk_weight.as<T>());
   });
 }
 
@@ -257,6 +284,25 @@ void CpuBackend::swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& 
   dispatch_real(inp.dtype, [&]<typename T>() {
     cpu::swiglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f);
   });
+}
+
+void CpuBackend::geglu_forward(const Tensor& inp, Tensor& out) {
+  const auto [n, f] = checks::geglu(inp, out, kCpu);
+  dispatch_real(inp.dtype, [&]<typename T>() { cpu::geglu_forward<T>(inp.as<T>(), out.as<T>(), n, f); });
+}
+
+void CpuBackend::geglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  const auto [n, f] = checks::geglu(inp, dout, kCpu);
+  checks::same_shape(inp, dinp, "geglu dinp", kCpu);
+  dispatch_real(inp.dtype, [&]<typename T>() {
+    cpu::geglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f);
+  });
+}
+
+void CpuBackend::scale(const Tensor& x, double factor, Tensor& out) {
+  const int64_t n = checks::same_shape(x, out, "scale", kCpu);
+  ZB_CHECK(std::isfinite(factor), "scale by ", factor);
+  dispatch_real(x.dtype, [&]<typename T>() { cpu::scale<T>(x.as<T>(), T(factor), out.as<T>(), n); });
 }
 
 void CpuBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out) {

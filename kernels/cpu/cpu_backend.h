@@ -30,13 +30,19 @@ class CpuBackend : public Backend {
   void layernorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias,
                           GradWrite write = GradWrite::add) override;
-  void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                       float gain_offset = 0.0f) override;
   void residual_layernorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
                                   const Tensor& bias, float eps, Tensor& out, Tensor& mean, Tensor& rstd) override;
   void residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight, float eps,
-                                Tensor& out, Tensor& rstd) override;
+                                Tensor& out, Tensor& rstd, float gain_offset = 0.0f) override;
   void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                        Tensor& dweight, GradWrite write = GradWrite::add) override;
+                        Tensor& dweight, GradWrite write = GradWrite::add, float gain_offset = 0.0f) override;
+  void qk_norm_forward(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                       float gain_offset, const AttentionShape& shape, Tensor& qkv_out, Tensor& rstd) override;
+  void qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight,
+                        const Tensor& rstd, float gain_offset, const AttentionShape& shape, Tensor& dqkv_in,
+                        Tensor& dq_weight, Tensor& dk_weight, GradWrite write = GradWrite::add) override;
 
   void matmul_forward(const Tensor& inp, const Tensor& weight, const Tensor& bias, Tensor& out) override;
   void matmul_backward(const Tensor& dout, const Tensor& inp, const Tensor& weight, Tensor& dinp, Tensor& dweight,
@@ -57,7 +63,10 @@ class CpuBackend : public Backend {
   void relu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
   void swiglu_forward(const Tensor& inp, Tensor& out) override;
   void swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
+  void geglu_forward(const Tensor& inp, Tensor& out) override;
+  void geglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) override;
   void residual_forward(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void scale(const Tensor& x, double factor, Tensor& out) override;
 
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab, Tensor& losses) override;
   void cross_entropy_forward_backward(Tensor& logits, const Tensor& targets, int64_t vocab, float grad_scale,

@@ -23,11 +23,19 @@ void layernorm_forward(const T* x, const T* weight, const T* bias, T eps, T* out
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const T* mean, const T* rstd, T* dx, T* dweight,
                         T* dbias, int64_t n, int64_t c);
+// The gain is gain_offset + weight (Backend::rmsnorm_forward).
 template <typename T>
-void rmsnorm_forward(const T* x, const T* weight, T eps, T* out, T* rstd, int64_t n, int64_t c);
+void rmsnorm_forward(const T* x, const T* weight, T gain_offset, T eps, T* out, T* rstd, int64_t n, int64_t c);
 template <typename T>
-void rmsnorm_backward(const T* dout, const T* x, const T* weight, const T* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c);
+void rmsnorm_backward(const T* dout, const T* x, const T* weight, T gain_offset, const T* rstd, T* dx, T* dweight,
+                      int64_t n, int64_t c);
+// Backend::qk_norm_forward and qk_norm_backward; dq_weight and dk_weight are added to, and skipped where null.
+template <typename T>
+void qk_norm_forward(const T* qkv_in, const T* q_weight, const T* k_weight, T eps, T gain_offset,
+                     const AttentionShape& shape, T* qkv_out, T* rstd);
+template <typename T>
+void qk_norm_backward(const T* dout, const T* qkv_in, const T* q_weight, const T* k_weight, const T* rstd,
+                      T gain_offset, const AttentionShape& shape, T* dqkv_in, T* dq_weight, T* dk_weight);
 
 template <typename T>
 void matmul_forward(const T* inp, const T* weight, const T* bias, T* out, int64_t n, int64_t k, int64_t m);
@@ -60,7 +68,13 @@ void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f);
 template <typename T>
 void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f);
 template <typename T>
+void geglu_forward(const T* inp, T* out, int64_t n, int64_t f);
+template <typename T>
+void geglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f);
+template <typename T>
 void residual_forward(const T* a, const T* b, T* out, int64_t n);
+template <typename T>
+void scale(const T* x, T factor, T* out, int64_t n);
 template <typename T>
 void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream, T* out, int64_t n);
 

@@ -64,30 +64,38 @@ void layernorm_backward(const T* dout, const T* x, const T* weight, const T* mea
   accumulate_norm_parameter_grads(dout, dweight, dbias, n, c, xhat);
 }
 
+// The gain of column j: weight[j], offset by gain_offset where the model's norms carry one (Gemma's 1 + w). With
+// no offset the weight is used as it is, so that those models' results keep their bits.
 template <typename T>
-void rmsnorm_forward(const T* x, const T* weight, T eps, T* out, T* rstd, int64_t n, int64_t c) {
+T gain(const T* weight, T gain_offset, int64_t j) {
+  return gain_offset == 0 ? weight[j] : gain_offset + weight[j];
+}
+
+template <typename T>
+void rmsnorm_forward(const T* x, const T* weight, T gain_offset, T eps, T* out, T* rstd, int64_t n, int64_t c) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < n; ++row) {
     const T* xr = x + row * c;
     T sum_sq = 0;
     for (int64_t j = 0; j < c; ++j) sum_sq += xr[j] * xr[j];
     const T rs = 1 / std::sqrt(sum_sq / c + eps);
-    for (int64_t j = 0; j < c; ++j) out[row * c + j] = xr[j] * rs * weight[j];
+    for (int64_t j = 0; j < c; ++j) out[row * c + j] = xr[j] * rs * gain(weight, gain_offset, j);
     rstd[row] = rs;
   }
 }
 
 template <typename T>
-void rmsnorm_backward(const T* dout, const T* x, const T* weight, const T* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c) {
+void rmsnorm_backward(const T* dout, const T* x, const T* weight, T gain_offset, const T* rstd, T* dx, T* dweight,
+                      int64_t n, int64_t c) {
   auto xhat = [&](int64_t row, int64_t j) { return x[row * c + j] * rstd[row]; };
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < n; ++row) {
     T mean_dnorm_xhat = 0;
-    for (int64_t j = 0; j < c; ++j) mean_dnorm_xhat += dout[row * c + j] * weight[j] * xhat(row, j);
+    for (int64_t j = 0; j < c; ++j) mean_dnorm_xhat += dout[row * c + j] * gain(weight, gain_offset, j) * xhat(row, j);
     mean_dnorm_xhat /= c;
     for (int64_t j = 0; j < c; ++j) {
-      dx[row * c + j] += rstd[row] * (dout[row * c + j] * weight[j] - xhat(row, j) * mean_dnorm_xhat);
+      const T dnorm = dout[row * c + j] * gain(weight, gain_offset, j);
+      dx[row * c + j] += rstd[row] * (dnorm - xhat(row, j) * mean_dnorm_xhat);
     }
   }
   accumulate_norm_parameter_grads<T>(dout, dweight, nullptr, n, c, xhat);
@@ -97,8 +105,8 @@ void rmsnorm_backward(const T* dout, const T* x, const T* weight, const T* rstd,
   template void layernorm_forward<T>(const T*, const T*, const T*, T, T*, T*, T*, int64_t, int64_t);              \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, T*, int64_t,       \
                                       int64_t);                                                                   \
-  template void rmsnorm_forward<T>(const T*, const T*, T, T*, T*, int64_t, int64_t);                              \
-  template void rmsnorm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t);
+  template void rmsnorm_forward<T>(const T*, const T*, T, T, T*, T*, int64_t, int64_t);                           \
+  template void rmsnorm_backward<T>(const T*, const T*, const T*, T, const T*, T*, T*, int64_t, int64_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(double)
 

@@ -255,11 +255,12 @@ void CudaBackend::layernorm_backward(const Tensor& dout, const Tensor& x, const 
   });
 }
 
-void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+void CudaBackend::rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                                  float gain_offset) {
   const auto [n, c] = checks::rmsnorm(x, weight, out, rstd, device());
   dispatch(x.dtype, [&]<typename T>() {
-    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), eps, out.as<T>(), rstd.as<float>(), n, c, options_.norm_rows,
-                             stream_);
+    cuda::rmsnorm_forward<T>(x.as<T>(), weight.as<T>(), gain_offset, eps, out.as<T>(), rstd.as<float>(), n, c,
+                             options_.norm_rows, stream_);
   });
 }
 
@@ -277,25 +278,50 @@ void CudaBackend::residual_layernorm_forward(const Tensor& a, const Tensor& b, T
 }
 
 void CudaBackend::residual_rmsnorm_forward(const Tensor& a, const Tensor& b, Tensor& residual_out, const Tensor& weight,
-                                           float eps, Tensor& out, Tensor& rstd) {
+                                           float eps, Tensor& out, Tensor& rstd, float gain_offset) {
   const auto [n, c] = checks::rmsnorm(a, weight, out, rstd, device());
   checks::same_shape(a, b, "residual input", device());
   checks::same_shape(a, residual_out, "residual output", device());
   dispatch(a.dtype, [&]<typename T>() {
-    cuda::residual_rmsnorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), eps, out.as<T>(),
-                                      rstd.as<float>(), n, c, options_.norm_rows, stream_);
+    cuda::residual_rmsnorm_forward<T>(a.as<T>(), b.as<T>(), residual_out.as<T>(), weight.as<T>(), gain_offset, eps,
+                                      out.as<T>(), rstd.as<float>(), n, c, options_.norm_rows, stream_);
   });
 }
 
 void CudaBackend::rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                   Tensor& dx, Tensor& dweight, GradWrite write) {
+                                   Tensor& dx, Tensor& dweight, GradWrite write, float gain_offset) {
   const auto [n, c] = checks::rmsnorm(x, weight, dout, rstd, device());
   checks::same_shape(x, dx, "rmsnorm dx", device());
   checks::same_shape(weight, dweight, "rmsnorm dweight", device());
   const cuda::Scratch s = scratch(cuda::column_reduce_scratch(n, c));
   dispatch(x.dtype, [&]<typename T>() {
-    cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), rstd.as<float>(), dx.as<T>(), dweight.as<T>(), n,
-                              c, write == GradWrite::add, options_.norm_rows, s, stream_);
+    cuda::rmsnorm_backward<T>(dout.as<T>(), x.as<T>(), weight.as<T>(), gain_offset, rstd.as<float>(), dx.as<T>(),
+                              dweight.as<T>(), n, c, write == GradWrite::add, options_.norm_rows, s, stream_);
+  });
+}
+
+void CudaBackend::qk_norm_forward(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, float eps,
+                                  float gain_offset, const AttentionShape& s, Tensor& qkv_out, Tensor& rstd) {
+  checks::qk_norm(qkv_in, q_weight, k_weight, qkv_out, rstd, s, device());
+  dispatch(qkv_in.dtype, [&]<typename T>() {
+    cuda::qk_norm_forward<T>(qkv_in.as<T>(), q_weight.as<T>(), k_weight.as<T>(), eps, gain_offset, s,
+                             qkv_out.as<T>(), rstd.as<float>(), stream_);
+  });
+}
+
+void CudaBackend::qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, const Tensor& q_weight,
+                                   const Tensor& k_weight, const Tensor& rstd, float gain_offset,
+                                   const AttentionShape& s, Tensor& dqkv_in, Tensor& dq_weight, Tensor& dk_weight,
+                                   GradWrite write) {
+  checks::qk_norm(qkv_in, q_weight, k_weight, dout, rstd, s, device());
+  checks::same_shape(qkv_in, dqkv_in, "qk_norm dqkv", device());
+  checks::norm_weight_gradient(q_weight, dq_weight, device());
+  checks::norm_weight_gradient(k_weight, dk_weight, device());
+  const cuda::Scratch sc = scratch(cuda::qk_norm_backward_scratch(s));
+  dispatch(qkv_in.dtype, [&]<typename T>() {
+    cuda::qk_norm_backward<T>(dout.as<T>(), qkv_in.as<T>(), q_weight.as<T>(), k_weight.as<T>(), rstd.as<float>(),
+                              gain_offset, s, dqkv_in.as<T>(), dq_weight.empty() ? nullptr : dq_weight.as<T>(),
+                              dk_weight.empty() ? nullptr : dk_weight.as<T>(), write == GradWrite::add, sc, stream_);
   });
 }
 
@@ -532,6 +558,24 @@ void CudaBackend::swiglu_backward(const Tensor& dout, const Tensor& inp, Tensor&
   checks::same_shape(inp, dinp, "swiglu dinp", device());
   dispatch(inp.dtype,
            [&]<typename T>() { cuda::swiglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f, stream_); });
+}
+
+void CudaBackend::geglu_forward(const Tensor& inp, Tensor& out) {
+  const auto [n, f] = checks::geglu(inp, out, device());
+  dispatch(inp.dtype, [&]<typename T>() { cuda::geglu_forward<T>(inp.as<T>(), out.as<T>(), n, f, stream_); });
+}
+
+void CudaBackend::geglu_backward(const Tensor& dout, const Tensor& inp, Tensor& dinp) {
+  const auto [n, f] = checks::geglu(inp, dout, device());
+  checks::same_shape(inp, dinp, "geglu dinp", device());
+  dispatch(inp.dtype,
+           [&]<typename T>() { cuda::geglu_backward<T>(dout.as<T>(), inp.as<T>(), dinp.as<T>(), n, f, stream_); });
+}
+
+void CudaBackend::scale(const Tensor& x, double factor, Tensor& out) {
+  const int64_t n = checks::same_shape(x, out, "scale", device());
+  ZB_CHECK(std::isfinite(factor), "scale by ", factor);
+  dispatch(x.dtype, [&]<typename T>() { cuda::scale<T>(x.as<T>(), float(factor), out.as<T>(), n, stream_); });
 }
 
 void CudaBackend::residual_forward(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -49,19 +49,31 @@ template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
                         T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
                         cudaStream_t stream);
+// The RMSNorms' gain is gain_offset + weight, formed in fp32 (Backend::rmsnorm_forward).
 template <typename T>
-void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c, NormRows rows,
-                     cudaStream_t stream);
+void rmsnorm_forward(const T* x, const T* weight, float gain_offset, float eps, T* out, float* rstd, int64_t n,
+                     int64_t c, NormRows rows, cudaStream_t stream);
 // residual = a + b (rounded to T), then the norm of residual: one kernel, the sum never re-read from DRAM.
 template <typename T>
 void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
                                 float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
-void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
-                              int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
+void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float gain_offset, float eps,
+                              T* out, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream);
 template <typename T>
-void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, bool accumulate, NormRows rows, Scratch scratch, cudaStream_t stream);
+void rmsnorm_backward(const T* dout, const T* x, const T* weight, float gain_offset, const float* rstd, T* dx,
+                      T* dweight, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
+                      cudaStream_t stream);
+// Backend::qk_norm_forward and qk_norm_backward. The backward's weight gradients (skipped where null) go through
+// the column reduction: qk_norm_backward_scratch bytes of scratch.
+template <typename T>
+void qk_norm_forward(const T* qkv_in, const T* q_weight, const T* k_weight, float eps, float gain_offset,
+                     const AttentionShape& shape, T* qkv_out, float* rstd, cudaStream_t stream);
+size_t qk_norm_backward_scratch(const AttentionShape& shape);
+template <typename T>
+void qk_norm_backward(const T* dout, const T* qkv_in, const T* q_weight, const T* k_weight, const float* rstd,
+                      float gain_offset, const AttentionShape& shape, T* dqkv_in, T* dq_weight, T* dk_weight,
+                      bool accumulate, Scratch scratch, cudaStream_t stream);
 // dbias[j] += sum over rows of dout[row, j] (= when not accumulating).
 template <typename T>
 void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
@@ -101,7 +113,14 @@ void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t str
 template <typename T>
 void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream);
 template <typename T>
+void geglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream);
+template <typename T>
+void geglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream);
+template <typename T>
 void residual_forward(const T* a, const T* b, T* out, int64_t n, cudaStream_t stream);
+// out[i] = x[i] * factor in fp32, rounded to T (out may be x).
+template <typename T>
+void scale(const T* x, float factor, T* out, int64_t n, cudaStream_t stream);
 template <typename T>
 void dropout_mask(const T* x, double p, uint64_t seed, uint64_t stream_id, T* out, int64_t n, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
-// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU, the residual add, dropout and the fills of
-// initial values. Memory-bound:
+// Elementwise kernels: dtype conversion, GELU (tanh), ReLU, SwiGLU, GeGLU, the residual add, scaling by a
+// constant, dropout and the fills of initial values. Memory-bound:
 // each thread moves 16-byte vectors when the sizes and pointers allow, one element otherwise.
 #include "core/random.h"
 #include "kernels/dropout_mask.h"
@@ -75,13 +75,69 @@ __device__ __forceinline__ float silu(float x) {
   return x / (1.0f + expf(-x));
 }
 
-// The gradients of silu(gate) * up with respect to the gate and the up projection, given the output's g.
-struct SwigluGrad {
+// The gradients of a gated unit's act(gate) * up with respect to the gate and the up projection.
+struct GatedGrad {
   float gate, up;
 };
-__device__ __forceinline__ SwigluGrad swiglu_grad(float g, float gate, float up) {
+// silu(gate) * up, given the output's gradient g.
+__device__ __forceinline__ GatedGrad swiglu_grad(float g, float gate, float up) {
   const float sig = 1.0f / (1.0f + expf(-gate));
   return {g * up * sig * (1.0f + gate * (1.0f - sig)), g * gate * sig};
+}
+// gelu(gate) * up, given the output's gradient g.
+__device__ __forceinline__ GatedGrad geglu_grad(float g, float gate, float up) {
+  return {g * up * gelu_grad(gate), g * gelu(gate)};
+}
+
+// A gated unit's rows hold the gate then the up projection, f wide each: out[row, j] = f(gate, up). Vectorised when
+// every row's halves split into whole 16-byte vectors (f a multiple of the vector and aligned pointers); each vector
+// then lies in one row.
+template <typename T, typename F>
+void gated_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream, F fn) {
+  constexpr int kVec = Vec16<T>::kSize;
+  if (f % kVec == 0 && vectorizable<T>(n * f, inp, out)) {
+    launch_for_each<kVec>(n * f, stream, [=] __device__(int64_t i) {
+      const int64_t row = i / f;
+      const T* gate_at = inp + i + row * f;  // row * 2f + (i - row * f)
+      const Vec16<T> gate = load16(gate_at), up = load16(gate_at + f);
+      Vec16<T> y;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) y.v[k] = from_float<T>(fn(to_float(gate.v[k]), to_float(up.v[k])));
+      store16(out + i, y);
+    });
+  } else {
+    launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
+      const T* gate_at = inp + i + (i / f) * f;
+      out[i] = from_float<T>(fn(to_float(gate_at[0]), to_float(gate_at[f])));
+    });
+  }
+}
+
+// Its backward: grad(g, gate, up) gives both halves' gradients.
+template <typename T, typename G>
+void gated_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream, G grad) {
+  constexpr int kVec = Vec16<T>::kSize;
+  if (f % kVec == 0 && vectorizable<T>(n * f, dout, inp, dinp)) {
+    launch_for_each<kVec>(n * f, stream, [=] __device__(int64_t i) {
+      const int64_t at = i + (i / f) * f;
+      const Vec16<T> gate = load16(inp + at), up = load16(inp + at + f), g = load16(dout + i);
+      Vec16<T> d_gate, d_up;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const GatedGrad d = grad(to_float(g.v[k]), to_float(gate.v[k]), to_float(up.v[k]));
+        d_gate.v[k] = from_float<T>(d.gate), d_up.v[k] = from_float<T>(d.up);
+      }
+      store16(dinp + at, d_gate);
+      store16(dinp + at + f, d_up);
+    });
+  } else {
+    launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
+      const int64_t at = i + (i / f) * f;
+      const GatedGrad d = grad(to_float(dout[i]), to_float(inp[at]), to_float(inp[at + f]));
+      dinp[at] = from_float<T>(d.gate);
+      dinp[at + f] = from_float<T>(d.up);
+    });
+  }
 }
 
 }  // namespace
@@ -142,53 +198,33 @@ void residual_forward(const T* a, const T* b, T* out, int64_t n, cudaStream_t st
   binary(a, b, out, n, stream, [] __device__(float x, float y) { return x + y; });
 }
 
-// SwiGLU rows hold the gate then the up projection, f wide each. Vectorised when every row's halves split into
-// whole 16-byte vectors (f a multiple of the vector and aligned pointers); each vector then lies in one row.
 template <typename T>
 void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream) {
-  constexpr int kVec = Vec16<T>::kSize;
-  if (f % kVec == 0 && vectorizable<T>(n * f, inp, out)) {
-    launch_for_each<kVec>(n * f, stream, [=] __device__(int64_t i) {
-      const int64_t row = i / f;
-      const T* gate_at = inp + i + row * f;  // row * 2f + (i - row * f)
-      const Vec16<T> gate = load16(gate_at), up = load16(gate_at + f);
-      Vec16<T> y;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) y.v[k] = from_float<T>(silu(to_float(gate.v[k])) * to_float(up.v[k]));
-      store16(out + i, y);
-    });
-  } else {
-    launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
-      const T* gate_at = inp + i + (i / f) * f;
-      out[i] = from_float<T>(silu(to_float(gate_at[0])) * to_float(gate_at[f]));
-    });
-  }
+  gated_forward(inp, out, n, f, stream, [] __device__(float gate, float up) { return silu(gate) * up; });
 }
 
 template <typename T>
 void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream) {
-  constexpr int kVec = Vec16<T>::kSize;
-  if (f % kVec == 0 && vectorizable<T>(n * f, dout, inp, dinp)) {
-    launch_for_each<kVec>(n * f, stream, [=] __device__(int64_t i) {
-      const int64_t at = i + (i / f) * f;
-      const Vec16<T> gate = load16(inp + at), up = load16(inp + at + f), g = load16(dout + i);
-      Vec16<T> d_gate, d_up;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const SwigluGrad d = swiglu_grad(to_float(g.v[k]), to_float(gate.v[k]), to_float(up.v[k]));
-        d_gate.v[k] = from_float<T>(d.gate), d_up.v[k] = from_float<T>(d.up);
-      }
-      store16(dinp + at, d_gate);
-      store16(dinp + at + f, d_up);
-    });
-  } else {
-    launch_for_each<1>(n * f, stream, [=] __device__(int64_t i) {
-      const int64_t at = i + (i / f) * f;
-      const SwigluGrad d = swiglu_grad(to_float(dout[i]), to_float(inp[at]), to_float(inp[at + f]));
-      dinp[at] = from_float<T>(d.gate);
-      dinp[at + f] = from_float<T>(d.up);
-    });
-  }
+  gated_backward(dout, inp, dinp, n, f, stream,
+                 [] __device__(float g, float gate, float up) { return swiglu_grad(g, gate, up); });
+}
+
+// GELU's tanh form on the gate, as HF's gelu_pytorch_tanh; the product is rounded once (the model rounds gelu(gate)
+// to the dtype before multiplying: bf16 results differ by that rounding).
+template <typename T>
+void geglu_forward(const T* inp, T* out, int64_t n, int64_t f, cudaStream_t stream) {
+  gated_forward(inp, out, n, f, stream, [] __device__(float gate, float up) { return gelu(gate) * up; });
+}
+
+template <typename T>
+void geglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, cudaStream_t stream) {
+  gated_backward(dout, inp, dinp, n, f, stream,
+                 [] __device__(float g, float gate, float up) { return geglu_grad(g, gate, up); });
+}
+
+template <typename T>
+void scale(const T* x, float factor, T* out, int64_t n, cudaStream_t stream) {
+  unary(x, out, n, stream, [=] __device__(float v) { return v * factor; });
 }
 
 #define ZB_INSTANTIATE(T)                                                           \
@@ -199,7 +235,10 @@ void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f,
   template void residual_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t); \
   template void dropout_mask<T>(const T*, double, uint64_t, uint64_t, T*, int64_t, cudaStream_t); \
   template void swiglu_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);    \
-  template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);
+  template void swiglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);  \
+  template void geglu_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);               \
+  template void geglu_backward<T>(const T*, const T*, T*, int64_t, int64_t, cudaStream_t);    \
+  template void scale<T>(const T*, float, T*, int64_t, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)
 ZB_INSTANTIATE(f16)

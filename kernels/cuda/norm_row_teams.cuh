@@ -70,8 +70,8 @@ __device__ __forceinline__ float2 team_sum2(float a, float b, float* slots, int 
 // One row a block. With b (kResidual) the row is first formed as a + b, rounded to T and stored to residual,
 // as a separate residual add would store it. The mean and the variance are two team sums over the values held.
 template <typename T, bool kLayerNorm, bool kResidual, int kV>
-__global__ void norm_forward_team_kernel(const T* a, const T* b, T* residual, const T* weight, const T* bias,
-                                         float eps, T* out, float* mean, float* rstd, int64_t c) {
+__global__ void norm_forward_team_kernel(const T* a, const T* b, T* residual, const T* weight, float gain_offset,
+                                         const T* bias, float eps, T* out, float* mean, float* rstd, int64_t c) {
   __shared__ float slots[2 * 2 * kMaxTeamThreads / 32];
   const int64_t row = blockIdx.x;
   const int vectors = int(c / 8);
@@ -112,7 +112,7 @@ __global__ void norm_forward_team_kernel(const T* a, const T* b, T* residual, co
     if constexpr (kLayerNorm) load8(bias + int64_t(j) * 8, bb);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      x[k][e] = (x[k][e] - mu) * rs * w[e];
+      x[k][e] = (x[k][e] - mu) * rs * (gain_offset + w[e]);
       if constexpr (kLayerNorm) x[k][e] += bb[e];
     }
     store8(out + row * c + int64_t(j) * 8, x[k]);
@@ -144,8 +144,9 @@ inline size_t team_backward_shared_bytes(int teams, int64_t c, size_t element_by
 // unbounded, which left gpt2-xl's 224-thread teams two a block).
 template <typename T, bool kLayerNorm, int kV>
 __global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
-    norm_backward_team_kernel(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                              int64_t n, int64_t c, int64_t chunks, int team_threads, float* partials) {
+    norm_backward_team_kernel(const T* dout, const T* x, const T* weight, float gain_offset, const float* mean,
+                              const float* rstd, T* dx, int64_t n, int64_t c, int64_t chunks, int team_threads,
+                              float* partials) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1, kCopies = 8 * int(sizeof(T)) / 16;  // 16-byte copies a vector
   extern __shared__ float4 shared[];
   float* const team_sums = reinterpret_cast<float*>(shared);  // [gain, bias][c]
@@ -185,12 +186,14 @@ __global__ void __launch_bounds__(kV == 1 ? 1024 : 512)
   if (in_team < rows_per_team && first + in_team < last) {
     row_stats[team][in_team] = make_float2(kLayerNorm ? mean[first + in_team] : 0.0f, rstd[first + in_team]);
   }
-  // The weight, the same for every row, in fp32 in shared memory (where the teams' sums go at the end): read
-  // from memory and converted once a block, not once a row.
+  // The gain (the weight plus its offset), the same for every row, in fp32 in shared memory (where the teams' sums
+  // go at the end): read from memory and converted once a block, not once a row.
   float* const weights = team_sums;
   for (int j = int(threadIdx.x); j < vectors; j += int(blockDim.x)) {
     float w[8];
     load8(weight + int64_t(j) * 8, w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) w[e] = gain_offset + w[e];
     store8(weights + int64_t(j) * 8, w);
   }
   __syncthreads();

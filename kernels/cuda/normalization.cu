@@ -1,6 +1,7 @@
 // LayerNorm and RMSNorm, forward and backward: one warp per row for the row statistics and the input
 // gradient; the gain and bias gradients through the deterministic column reduction, their partial sums formed
-// in the same pass as the input gradient where the rows allow 16-byte access.
+// in the same pass as the input gradient where the rows allow 16-byte access. The gain is gain_offset + weight,
+// added in fp32 as the weight is read (0 for LayerNorm and Llama's RMSNorm, 1 for Gemma's).
 #include "kernels/cuda/column_reduce.cuh"
 #include "kernels/cuda/norm_row_teams.cuh"
 
@@ -19,8 +20,8 @@ __device__ __forceinline__ int64_t warp_row() {
 // read x again hit the cache lines this warp just wrote. kVec8: lanes take 8 columns at a time (16-byte
 // accesses for bf16), which needs c % 8 == 0 and 16-byte aligned rows.
 template <typename T, bool kLayerNorm, bool kResidual, bool kVec8>
-__global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps,
-                                    T* out, float* mean, float* rstd, int64_t n, int64_t c) {
+__global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T* weight, float gain_offset,
+                                    const T* bias, float eps, T* out, float* mean, float* rstd, int64_t n, int64_t c) {
   constexpr int kWidth = kVec8 ? 8 : 1;
   const int64_t row = warp_row();
   const int lane = threadIdx.x % 32;
@@ -65,7 +66,7 @@ __global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T
     if constexpr (kLayerNorm) load(bias, j, bb);
 #pragma unroll
     for (int k = 0; k < kWidth; ++k) {
-      x[k] = (x[k] - mu) * rs * w[k];
+      x[k] = (x[k] - mu) * rs * (gain_offset + w[k]);
       if constexpr (kLayerNorm) x[k] += bb[k];
     }
     store(out + row * c, j, x);
@@ -77,32 +78,35 @@ __global__ void norm_forward_kernel(const T* a, const T* b, T* residual, const T
 }
 
 template <typename T, bool kLayerNorm, bool kResidual>
-void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
-                         float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
+void launch_norm_forward(const T* a, const T* b, T* residual, const T* weight, float gain_offset, const T* bias,
+                         float eps, T* out, float* mean, float* rstd, int64_t n, int64_t c, NormRows rows,
+                         cudaStream_t stream) {
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, a, b, residual, weight, bias, out);
   const RowTeam team = row_team_for(c);
   if (vec8 && rows == NormRows::teams && team.fits() && n > 0) {
     auto* kernel = team.per_thread == 1 ? norm_forward_team_kernel<T, kLayerNorm, kResidual, 1>
                                         : norm_forward_team_kernel<T, kLayerNorm, kResidual, 2>;
-    kernel<<<unsigned(n), team.threads, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, c);
+    kernel<<<unsigned(n), team.threads, 0, stream>>>(a, b, residual, weight, gain_offset, bias, eps, out, mean, rstd,
+                                                     c);
     ZB_CUDA_CHECK_LAUNCH();
     return;
   }
   const unsigned blocks = blocks_for(n, kWarpsPerBlock);
   if (vec8) {
-    norm_forward_kernel<T, kLayerNorm, kResidual, true>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
+    norm_forward_kernel<T, kLayerNorm, kResidual, true><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
+        a, b, residual, weight, gain_offset, bias, eps, out, mean, rstd, n, c);
   } else {
-    norm_forward_kernel<T, kLayerNorm, kResidual, false>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c);
+    norm_forward_kernel<T, kLayerNorm, kResidual, false><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
+        a, b, residual, weight, gain_offset, bias, eps, out, mean, rstd, n, c);
   }
   ZB_CUDA_CHECK_LAUNCH();
 }
 
-// The row's two reductions of the input gradient: sum(dnorm) and sum(dnorm * xhat), dnorm = dout * weight.
+// The row's two reductions of the input gradient: sum(dnorm) and sum(dnorm * xhat), dnorm = dout * gain.
 // Lanes take 8 columns at a time when kVec8 (16-byte loads), single columns otherwise.
 template <bool kVec8, bool kLayerNorm, typename T>
-__device__ __forceinline__ float2 row_sums(const T* dout, const T* x, const T* weight, float mu, float rs, int64_t c) {
+__device__ __forceinline__ float2 row_sums(const T* dout, const T* x, const T* weight, float gain_offset, float mu,
+                                           float rs, int64_t c) {
   const int lane = threadIdx.x % 32;
   float sum_dnorm = 0.0f, sum_dnorm_xhat = 0.0f;
   if constexpr (kVec8) {
@@ -111,13 +115,13 @@ __device__ __forceinline__ float2 row_sums(const T* dout, const T* x, const T* w
       load8(dout + j, g), load8(x + j, xv), load8(weight + j, w);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        sum_dnorm += g[k] * w[k];
-        sum_dnorm_xhat += g[k] * w[k] * (xv[k] - mu) * rs;
+        sum_dnorm += g[k] * (gain_offset + w[k]);
+        sum_dnorm_xhat += g[k] * (gain_offset + w[k]) * (xv[k] - mu) * rs;
       }
     }
   } else {
     for (int64_t j = lane; j < c; j += 32) {
-      const float dnorm = to_float(dout[j]) * to_float(weight[j]);
+      const float dnorm = to_float(dout[j]) * (gain_offset + to_float(weight[j]));
       sum_dnorm += dnorm;
       sum_dnorm_xhat += dnorm * (to_float(x[j]) - mu) * rs;
     }
@@ -125,20 +129,20 @@ __device__ __forceinline__ float2 row_sums(const T* dout, const T* x, const T* w
   return make_float2(kLayerNorm ? warp_sum(sum_dnorm) : 0.0f, warp_sum(sum_dnorm_xhat));
 }
 
-// dx += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * weight
+// dx += rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dout * gain
 // (RMSNorm: no mean(dnorm) term and xhat = x * rstd). One warp per row.
 template <typename T, bool kLayerNorm, bool kVec8>
-__global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* weight, const float* mean,
-                                           const float* rstd, T* dx, int64_t n, int64_t c) {
+__global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* weight, float gain_offset,
+                                           const float* mean, const float* rstd, T* dx, int64_t n, int64_t c) {
   const int64_t row = warp_row();
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const float mu = kLayerNorm ? mean[row] : 0.0f, rs = rstd[row];
   dout += row * c, x += row * c, dx += row * c;
-  const float2 sums = row_sums<kVec8, kLayerNorm>(dout, x, weight, mu, rs, c);
+  const float2 sums = row_sums<kVec8, kLayerNorm>(dout, x, weight, gain_offset, mu, rs, c);
   const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
   auto grad = [&](float g, float w, float xv, float old) {
-    return old + rs * (g * w - mean_dnorm - (xv - mu) * rs * mean_dnorm_xhat);
+    return old + rs * (g * (gain_offset + w) - mean_dnorm - (xv - mu) * rs * mean_dnorm_xhat);
   };
   if constexpr (kVec8) {
     for (int64_t j = lane * 8; j < c; j += 32 * 8) {
@@ -161,9 +165,9 @@ __global__ void norm_backward_input_kernel(const T* dout, const T* x, const T* w
 // then added in warp order into the chunk's partial sums, which column_finish_kernel adds in a fixed order. So
 // dout and x come from memory once instead of twice, and the result has the same bits on every run.
 template <typename T, bool kLayerNorm>
-__global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* weight, const float* mean,
-                                           const float* rstd, T* dx, int64_t n, int64_t c, int64_t chunks,
-                                           float* partials) {
+__global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* weight, float gain_offset,
+                                           const float* mean, const float* rstd, T* dx, int64_t n, int64_t c,
+                                           int64_t chunks, float* partials) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1;
   extern __shared__ float4 shared_terms[];  // [warp][output][column]
   float* const terms = reinterpret_cast<float*>(shared_terms);
@@ -184,7 +188,7 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
     const T* const g_row = dout + row * c;
     const T* const x_row = x + row * c;
     T* const dx_row = dx + row * c;
-    const float2 sums = row_sums<true, kLayerNorm>(g_row, x_row, weight, mu, rs, c);
+    const float2 sums = row_sums<true, kLayerNorm>(g_row, x_row, weight, gain_offset, mu, rs, c);
     const float mean_dnorm = sums.x / c, mean_dnorm_xhat = sums.y / c;
     for (int64_t j = lane * 8; j < c; j += 32 * 8) {
       float g[8], xv[8], w[8], d[8], gain[8], bias[8];
@@ -194,7 +198,7 @@ __global__ void norm_backward_fused_kernel(const T* dout, const T* x, const T* w
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const float xhat = (xv[k] - mu) * rs;
-        d[k] += rs * (g[k] * w[k] - mean_dnorm - xhat * mean_dnorm_xhat);
+        d[k] += rs * (g[k] * (gain_offset + w[k]) - mean_dnorm - xhat * mean_dnorm_xhat);
         gain[k] += g[k] * xhat;
         if constexpr (kLayerNorm) bias[k] += g[k];
       }
@@ -218,9 +222,9 @@ constexpr size_t kFusedNormShared = 112 * 1024;
 
 // The fused backward where its warps' slices fit (fewer warps per block for wide rows); false elsewhere.
 template <typename T, bool kLayerNorm>
-bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                         T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
-                         cudaStream_t stream) {
+bool fused_norm_backward(const T* dout, const T* x, const T* weight, float gain_offset, const float* mean,
+                         const float* rstd, T* dx, T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate,
+                         Scratch scratch, cudaStream_t stream) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1;
   int warps = kWarpsPerBlock;
   while (warps > 1 && size_t(warps) * kOutputs * c * sizeof(float) > kFusedNormShared) warps /= 2;
@@ -230,8 +234,8 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
   float* const partials = column_partials(scratch, chunks, c);
   auto* kernel = norm_backward_fused_kernel<T, kLayerNorm>;
   allow_dynamic_shared_memory(kernel, kFusedNormShared);
-  kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
-                                                                partials);
+  kernel<<<blocks_for(chunks, 1), warps * 32, bytes, stream>>>(dout, x, weight, gain_offset, mean, rstd, dx, n, c,
+                                                                chunks, partials);
   ZB_CUDA_CHECK_LAUNCH();
   column_finish(partials, chunks, c, dweight, dbias, accumulate, stream);
   return true;
@@ -240,9 +244,9 @@ bool fused_norm_backward(const T* dout, const T* x, const T* weight, const float
 // The team backward (norm_row_teams.cuh) where the row fits a team and a block of at least one team fits the
 // multiprocessor's registers and shared memory (up to four teams where they fit); false elsewhere.
 template <typename T, bool kLayerNorm>
-bool team_norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                        T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, Scratch scratch,
-                        cudaStream_t stream) {
+bool team_norm_backward(const T* dout, const T* x, const T* weight, float gain_offset, const float* mean,
+                        const float* rstd, T* dx, T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate,
+                        Scratch scratch, cudaStream_t stream) {
   constexpr int kOutputs = kLayerNorm ? 2 : 1;
   const RowTeam team = row_team_for(c);
   if (!team.fits() || n == 0) return false;
@@ -261,8 +265,8 @@ bool team_norm_backward(const T* dout, const T* x, const T* weight, const float*
   float* const partials = column_partials(scratch, chunks, c);
   const size_t bytes = team_backward_shared_bytes(teams, c, sizeof(T), kOutputs);
   allow_dynamic_shared_memory(kernel, bytes);
-  kernel<<<unsigned(chunks), teams * team.threads, bytes, stream>>>(dout, x, weight, mean, rstd, dx, n, c, chunks,
-                                                                    team.threads, partials);
+  kernel<<<unsigned(chunks), teams * team.threads, bytes, stream>>>(dout, x, weight, gain_offset, mean, rstd, dx, n,
+                                                                    c, chunks, team.threads, partials);
   ZB_CUDA_CHECK_LAUNCH();
   column_finish(partials, chunks, c, dweight, dbias, accumulate, stream);
   return true;
@@ -308,27 +312,27 @@ struct BiasTerms {
 };
 
 template <typename T, bool kLayerNorm>
-void norm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
-                   T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
-                   cudaStream_t stream) {
+void norm_backward(const T* dout, const T* x, const T* weight, float gain_offset, const float* mean,
+                   const float* rstd, T* dx, T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate,
+                   NormRows rows, Scratch scratch, cudaStream_t stream) {
   // 8-column vectors when every row of every operand starts 16-byte aligned.
   const bool vec8 = c % 8 == 0 && vectorizable<T>(8, dout, x, weight, dx);
   if (vec8 && rows == NormRows::teams &&
-      team_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, scratch,
-                                        stream)) {
+      team_norm_backward<T, kLayerNorm>(dout, x, weight, gain_offset, mean, rstd, dx, dweight, dbias, n, c,
+                                        accumulate, scratch, stream)) {
     return;
   }
-  if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate,
-                                                  scratch, stream)) {
+  if (vec8 && fused_norm_backward<T, kLayerNorm>(dout, x, weight, gain_offset, mean, rstd, dx, dweight, dbias, n, c,
+                                                  accumulate, scratch, stream)) {
     return;
   }
   const unsigned blocks = blocks_for(n, kWarpsPerBlock);
   if (vec8) {
     norm_backward_input_kernel<T, kLayerNorm, true>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, gain_offset, mean, rstd, dx, n, c);
   } else {
     norm_backward_input_kernel<T, kLayerNorm, false>
-        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, mean, rstd, dx, n, c);
+        <<<blocks, kWarpsPerBlock * 32, 0, stream>>>(dout, x, weight, gain_offset, mean, rstd, dx, n, c);
   }
   ZB_CUDA_CHECK_LAUNCH();
   column_reduce(n, c, vec8, NormParameterTerms<T, kLayerNorm>{dout, x, mean, rstd, c}, dweight, dbias, accumulate,
@@ -342,40 +346,44 @@ size_t column_reduce_scratch(int64_t n, int64_t c) { return size_t(2 * column_ch
 template <typename T>
 void layernorm_forward(const T* x, const T* weight, const T* bias, float eps, T* out, float* mean, float* rstd,
                        int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
-  launch_norm_forward<T, true, false>(x, nullptr, nullptr, weight, bias, eps, out, mean, rstd, n, c, rows, stream);
+  launch_norm_forward<T, true, false>(x, nullptr, nullptr, weight, 0.0f, bias, eps, out, mean, rstd, n, c, rows,
+                                      stream);
 }
 
 template <typename T>
 void residual_layernorm_forward(const T* a, const T* b, T* residual, const T* weight, const T* bias, float eps, T* out,
                                 float* mean, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
-  launch_norm_forward<T, true, true>(a, b, residual, weight, bias, eps, out, mean, rstd, n, c, rows, stream);
+  launch_norm_forward<T, true, true>(a, b, residual, weight, 0.0f, bias, eps, out, mean, rstd, n, c, rows, stream);
 }
 
 template <typename T>
-void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float eps, T* out, float* rstd,
-                              int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
-  launch_norm_forward<T, false, true>(a, b, residual, weight, nullptr, eps, out, nullptr, rstd, n, c, rows, stream);
+void residual_rmsnorm_forward(const T* a, const T* b, T* residual, const T* weight, float gain_offset, float eps,
+                              T* out, float* rstd, int64_t n, int64_t c, NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, false, true>(a, b, residual, weight, gain_offset, nullptr, eps, out, nullptr, rstd, n, c,
+                                      rows, stream);
 }
 
 template <typename T>
 void layernorm_backward(const T* dout, const T* x, const T* weight, const float* mean, const float* rstd, T* dx,
                         T* dweight, T* dbias, int64_t n, int64_t c, bool accumulate, NormRows rows,
                         Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, true>(dout, x, weight, mean, rstd, dx, dweight, dbias, n, c, accumulate, rows, scratch, stream);
+  norm_backward<T, true>(dout, x, weight, 0.0f, mean, rstd, dx, dweight, dbias, n, c, accumulate, rows, scratch,
+                         stream);
 }
 
 template <typename T>
-void rmsnorm_forward(const T* x, const T* weight, float eps, T* out, float* rstd, int64_t n, int64_t c,
-                     NormRows rows, cudaStream_t stream) {
-  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, nullptr, eps, out, nullptr, rstd, n, c, rows,
-                                       stream);
+void rmsnorm_forward(const T* x, const T* weight, float gain_offset, float eps, T* out, float* rstd, int64_t n,
+                     int64_t c, NormRows rows, cudaStream_t stream) {
+  launch_norm_forward<T, false, false>(x, nullptr, nullptr, weight, gain_offset, nullptr, eps, out, nullptr, rstd, n,
+                                       c, rows, stream);
 }
 
 template <typename T>
-void rmsnorm_backward(const T* dout, const T* x, const T* weight, const float* rstd, T* dx, T* dweight, int64_t n,
-                      int64_t c, bool accumulate, NormRows rows, Scratch scratch, cudaStream_t stream) {
-  norm_backward<T, false>(dout, x, weight, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, rows, scratch,
-                          stream);
+void rmsnorm_backward(const T* dout, const T* x, const T* weight, float gain_offset, const float* rstd, T* dx,
+                      T* dweight, int64_t n, int64_t c, bool accumulate, NormRows rows, Scratch scratch,
+                      cudaStream_t stream) {
+  norm_backward<T, false>(dout, x, weight, gain_offset, nullptr, rstd, dx, dweight, nullptr, n, c, accumulate, rows,
+                          scratch, stream);
 }
 
 template <typename T>
@@ -391,14 +399,14 @@ void bias_backward(const T* dout, T* dbias, int64_t n, int64_t c, bool accumulat
                                      NormRows, cudaStream_t);                                                     \
   template void layernorm_backward<T>(const T*, const T*, const T*, const float*, const float*, T*, T*, T*,         \
                                       int64_t, int64_t, bool, NormRows, Scratch, cudaStream_t);                   \
-  template void rmsnorm_forward<T>(const T*, const T*, float, T*, float*, int64_t, int64_t, NormRows,              \
+  template void rmsnorm_forward<T>(const T*, const T*, float, float, T*, float*, int64_t, int64_t, NormRows,       \
                                    cudaStream_t);                                                                 \
   template void residual_layernorm_forward<T>(const T*, const T*, T*, const T*, const T*, float, T*, float*, float*, \
                                               int64_t, int64_t, NormRows, cudaStream_t);                           \
-  template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, T*, float*, int64_t, int64_t,   \
-                                            NormRows, cudaStream_t);                                               \
-  template void rmsnorm_backward<T>(const T*, const T*, const T*, const float*, T*, T*, int64_t, int64_t, bool,     \
-                                    NormRows, Scratch, cudaStream_t);                                             \
+  template void residual_rmsnorm_forward<T>(const T*, const T*, T*, const T*, float, float, T*, float*, int64_t,    \
+                                            int64_t, NormRows, cudaStream_t);                                      \
+  template void rmsnorm_backward<T>(const T*, const T*, const T*, float, const float*, T*, T*, int64_t, int64_t,    \
+                                    bool, NormRows, Scratch, cudaStream_t);                                       \
   template void bias_backward<T>(const T*, T*, int64_t, int64_t, bool, Scratch, cudaStream_t);
 ZB_INSTANTIATE(float)
 ZB_INSTANTIATE(bf16)

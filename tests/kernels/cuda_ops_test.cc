@@ -53,7 +53,8 @@ class CudaOps : public ::testing::TestWithParam<DType>, protected test::CudaFixt
   Tensor up(const std::vector<float>& host, Shape shape) { return upload(host, shape, dt()); }
   // One shape of the op against the CPU (the TEST_Ps below list the shapes).
   void layernorm_case(int64_t n, int64_t c, GradWrite write);
-  void rmsnorm_case(int64_t n, int64_t c, GradWrite write);
+  void rmsnorm_case(int64_t n, int64_t c, GradWrite write, float gain_offset = 0.0f);
+  void qk_norm_case(const AttentionShape& s, GradWrite write);
   void residual_norms_case(int64_t n, int64_t c);
   // A parameter gradient's starting value on the GPU: the host values to add to, or NaN to overwrite.
   Tensor grad_start(const std::vector<float>& host, Shape shape, GradWrite write) {
@@ -199,21 +200,129 @@ TEST_P(CudaOps, RmsNormForwardAndBackward) {
   }
 }
 
-void CudaOps::rmsnorm_case(int64_t n, int64_t c, GradWrite write) {
+void CudaOps::rmsnorm_case(int64_t n, int64_t c, GradWrite write, float gain_offset) {
   SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
-  auto x = normal(n * c, 1.5), w = normal(c, 0.3, 1.0), dout = normal(n * c), dx = normal(n * c), dw = normal(c);
+  // With Gemma's offset the weights lie near 0 (gains 1 + w), as they start.
+  auto x = normal(n * c, 1.5), w = normal(c, 0.3, gain_offset == 0 ? 1.0 : 0.0), dout = normal(n * c);
+  auto dx = normal(n * c), dw = normal(c);
   std::vector<float> y(n * c), rstd(n), rdx = dx, rdw = dw;
-  cpu.rmsnorm_forward(view(x, {n, c}), view(w, {c}), 1e-6f, out(view(y, {n, c})), out(view(rstd, {n})));
+  cpu.rmsnorm_forward(view(x, {n, c}), view(w, {c}), 1e-6f, out(view(y, {n, c})), out(view(rstd, {n})), gain_offset);
   cpu.rmsnorm_backward(view(dout, {n, c}), view(x, {n, c}), view(w, {c}), view(rstd, {n}), out(view(rdx, {n, c})),
-                       out(view(rdw, {c})), write);
+                       out(view(rdw, {c})), write, gain_offset);
   const Tensor gx = up(x, {n, c}), gw = up(w, {c});
   Tensor gy = poisoned({n, c}, dt()), grstd = poisoned({n}, DType::f32);
-  gpu->rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
+  gpu->rmsnorm_forward(gx, gw, 1e-6f, gy, grstd, gain_offset);
   Tensor gdx = up(dx, {n, c}), gdw = grad_start(dw, {c}, write);
-  gpu->rmsnorm_backward(up(dout, {n, c}), gx, gw, grstd, gdx, gdw, write);
+  gpu->rmsnorm_backward(up(dout, {n, c}), gx, gw, grstd, gdx, gdw, write, gain_offset);
   expect_close(gy, y, "rmsnorm output");
   expect_close(gdx, rdx, "rmsnorm dx");
   expect_close(gdw, rdw, "rmsnorm dweight");
+}
+
+// Gemma's RMSNorm gain 1 + w on every path (teams and warps, fused and unfused, vectorised and scalar), and the
+// residual norm's: the offset is added to the weight in fp32 as it is read.
+TEST_P(CudaOps, RmsNormWithAGainOffset) {
+  for (const NormRows rows : {NormRows::teams, NormRows::warps}) {
+    SCOPED_TRACE(rows == NormRows::teams ? "teams" : "warps");
+    use(&BackendOptions::norm_rows, rows);
+    for (const auto& [n, c] : {std::pair<int64_t, int64_t>{65, 1152}, {17, 4096}, {20, 8200}, {9, 60}, {3, 29000}}) {
+      SCOPED_TRACE(cat(n, " x ", c));
+      rmsnorm_case(n, c, GradWrite::add, 1.0f);
+      rmsnorm_case(n, c, GradWrite::overwrite, 1.0f);
+    }
+    const int64_t n = 33, c = 1152;
+    auto a = normal(n * c), b = normal(n * c), w = normal(c, 0.3);
+    std::vector<float> sum(n * c), y(n * c), rstd(n);
+    cpu.residual_rmsnorm_forward(view(a, {n, c}), view(b, {n, c}), out(view(sum, {n, c})), view(w, {c}), 1e-6f,
+                                 out(view(y, {n, c})), out(view(rstd, {n})), 1.0f);
+    std::vector<float> stored = representable(sum, dt()), y_stored(n * c), rstd_stored(n);
+    cpu.rmsnorm_forward(view(stored, {n, c}), view(w, {c}), 1e-6f, out(view(y_stored, {n, c})),
+                        out(view(rstd_stored, {n})), 1.0f);
+    Tensor g_sum = poisoned({n, c}, dt()), gy = poisoned({n, c}, dt()), g_rstd = poisoned({n}, DType::f32);
+    gpu->residual_rmsnorm_forward(up(a, {n, c}), up(b, {n, c}), g_sum, up(w, {c}), 1e-6f, gy, g_rstd, 1.0f);
+    expect_close(g_sum, sum, "residual sum");
+    expect_close(gy, y_stored, "fused rmsnorm with a gain offset");
+  }
+}
+
+// Gemma 3's q/k norms: head sizes 64 and 256 take the column reduction's vectors for the gains' gradients, 12
+// its scalar kernel; grouped-query heads (4 over 2) and multi-query (8 over 1).
+TEST_P(CudaOps, QkNormForwardAndBackward) {
+  for (const AttentionShape& s :
+       {AttentionShape{2, 19, 4, 2, 64}, AttentionShape{1, 7, 3, 1, 12}, AttentionShape{1, 40, 8, 1, 256}}) {
+    SCOPED_TRACE(cat("T", s.seq, " H", s.heads, " KV", s.kv_heads, " D", s.head_dim));
+    qk_norm_case(s, GradWrite::add);
+    qk_norm_case(s, GradWrite::overwrite);
+  }
+}
+
+void CudaOps::qk_norm_case(const AttentionShape& s, GradWrite write) {
+  SCOPED_TRACE(write == GradWrite::add ? "gradients added" : "gradients overwritten");
+  const Shape qkv{s.tokens(), s.qkv_width()}, gain{s.head_dim}, stats{s.tokens(), s.heads + s.kv_heads};
+  auto x = normal(qkv.numel(), 1.5), qw = normal(s.head_dim, 0.3), kw = normal(s.head_dim, 0.3);
+  auto dout = normal(qkv.numel()), dq = normal(s.head_dim), dk = normal(s.head_dim);
+  std::vector<float> y(qkv.numel()), rstd(stats.numel()), dx(qkv.numel()), rdq = dq, rdk = dk;
+  cpu.qk_norm_forward(view(x, qkv), view(qw, gain), view(kw, gain), 1e-6f, 1.0f, s, out(view(y, qkv)),
+                      out(view(rstd, stats)));
+  cpu.qk_norm_backward(view(dout, qkv), view(x, qkv), view(qw, gain), view(kw, gain), view(rstd, stats), 1.0f, s,
+                       out(view(dx, qkv)), out(view(rdq, gain)), out(view(rdk, gain)), write);
+  const Tensor gx = up(x, qkv), gqw = up(qw, gain), gkw = up(kw, gain);
+  Tensor gy = poisoned(qkv, dt()), grstd = poisoned(stats, DType::f32), gdx = poisoned(qkv, dt());
+  Tensor gdq = grad_start(dq, gain, write), gdk = grad_start(dk, gain, write);
+  gpu->qk_norm_forward(gx, gqw, gkw, 1e-6f, 1.0f, s, gy, grstd);
+  gpu->qk_norm_backward(up(dout, qkv), gx, gqw, gkw, grstd, 1.0f, s, gdx, gdq, gdk, write);
+  expect_close(gy, y, "qk_norm output");
+  EXPECT_LE(relative_error(download(grstd), rstd), 1e-5) << "qk_norm rstd";
+  expect_close(gdx, dx, "qk_norm dqkv");
+  expect_close(gdq, rdq, "q_norm dweight");
+  expect_close(gdk, rdk, "k_norm dweight");
+  // Frozen gains (LoRA): the input's gradient alone, the same.
+  Tensor frozen_dx = poisoned(qkv, dt()), none;
+  gpu->qk_norm_backward(up(dout, qkv), gx, gqw, gkw, grstd, 1.0f, s, frozen_dx, none, none, write);
+  EXPECT_EQ(download(frozen_dx), download(gdx));
+}
+
+// Gemma's MLP activation (f = 72: 16-byte vectors; 20: in fp32 only) and the embeddings' scale (in place or not;
+// 34 is sqrt(1152) as bf16 rounds it).
+TEST_P(CudaOps, GegluAndScale) {
+  for (const int64_t f : {72, 20}) {
+    SCOPED_TRACE(cat("f = ", f));
+    const int64_t n = 50;
+    const Shape sh{n, f}, sh2{n, 2 * f};
+    auto x2 = normal(n * 2 * f, 2.0), d = normal(n * f);
+    std::vector<float> geglu(n * f), dgeglu(n * 2 * f), scaled(n * f);
+    cpu.geglu_forward(view(x2, sh2), out(view(geglu, sh)));
+    cpu.geglu_backward(view(d, sh), view(x2, sh2), out(view(dgeglu, sh2)));
+    cpu.scale(view(d, sh), 34.0, out(view(scaled, sh)));
+    Tensor o1 = poisoned(sh, dt()), o2 = poisoned(sh2, dt()), o3 = poisoned(sh, dt()), in_place = up(d, sh);
+    gpu->geglu_forward(up(x2, sh2), o1);
+    gpu->geglu_backward(up(d, sh), up(x2, sh2), o2);
+    gpu->scale(up(d, sh), 34.0, o3);
+    gpu->scale(in_place, 34.0, in_place);
+    expect_close(o1, geglu, "geglu");
+    expect_close(o2, dgeglu, "geglu backward");
+    expect_close(o3, scaled, "scale");
+    EXPECT_EQ(download(in_place), download(o3)) << "scaled in place";
+  }
+}
+
+// An attention scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar where it differs) is refused on the
+// GPU, whose kernels do not take it yet, rather than computed with head_dim's.
+TEST_P(CudaOps, RefusesAnAttentionScaleOfItsOwn) {
+  AttentionShape s{1, 16, 2, 1, 64};
+  s.softmax_scale = 1 / std::sqrt(168.0);
+  const Shape qkv{s.tokens(), s.qkv_width()}, o{s.tokens(), s.q_width()}, lse{1, s.heads, s.seq};
+  Tensor g_o = poisoned(o, dt()), g_lse = poisoned(lse, DType::f32), g_dqkv = poisoned(qkv, dt());
+  const Tensor g_qkv = up(normal(qkv.numel()), qkv);
+  try {
+    gpu->attention_forward(g_qkv, s, g_o, g_lse);
+    FAIL() << "a scale of 168^-0.5 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("query_pre_attn_scalar"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(gpu->attention_backward(up(normal(o.numel()), o), g_qkv, g_o, g_lse, s, g_dqkv), Error);
+  s.softmax_scale = 0;
+  EXPECT_NO_THROW(gpu->attention_forward(g_qkv, s, g_o, g_lse));
 }
 
 struct MatmulCase {
