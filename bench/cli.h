@@ -65,7 +65,9 @@ inline constexpr const char* kDtypeHelp =
 // The help of --model, shared by every program that takes one.
 inline constexpr const char* kModelFlagHelp =
     "model name (gpt2, gpt2-medium, gpt2-large, gpt2-xl, facebook/opt-1.3b, meta-llama/Llama-2-7b-hf, "
-    "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, gpt2-tiny, llama-tiny), "
+    "meta-llama/Llama-2-13b-hf, meta-llama/Llama-2-70b-hf, meta-llama/Llama-3.2-1B, mistralai/Mistral-7B-v0.3, "
+    "mistralai/Mistral-7B-Instruct-v0.3, google/gemma-3-1b-pt, google/gemma-3-1b-it, gpt2-tiny, llama-tiny, "
+    "gemma3-tiny), "
     "or a Hugging Face config.json or a folder holding one";
 
 // The help of --lora-rank, shared by every program.

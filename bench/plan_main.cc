@@ -259,10 +259,11 @@ int plan(const PlanFlags& f) {
   base.model = zb::resolve_model(profile.model);
   if (!f.model.empty()) {
     const zb::TransformerConfig asked = zb::resolve_model(f.model);
-    if (asked.norm != base.model.norm || asked.position != base.model.position || asked.mlp != base.model.mlp) {
+    if (asked.norm != base.model.norm || asked.position != base.model.position || asked.mlp != base.model.mlp ||
+        asked.qk_norm != base.model.qk_norm || asked.post_norms != base.model.post_norms) {
       throw zb::UsageError(
           zb::cat("--model ", f.model, " is not of ", profile.model,
-                  "'s family (its norm, positions or MLP differ): profile it, or a model of its family"));
+                  "'s family (its norms, positions or MLP differ): profile it, or a model of its family"));
     }
     base.model = asked;
   }

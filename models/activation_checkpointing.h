@@ -12,6 +12,10 @@
 //              matrix: a small share of the block's FLOPs at usual sequence lengths), the attention's output
 //              projection (the smallest of the block's GEMMs, d_model x d_model at most) with the residual add
 //              and the second norm, and the MLP's activation.
+//              With Gemma 3's block, q, k, v are kept as projected (before the q/k norms) and the MLP's output
+//              projection too (its post-norm reads it); the q/k norms, the rotation and the attention's output
+//              projection's post-norm are recomputed with the rest. Full then runs the block up to the MLP's
+//              post-norm.
 // The recomputed tensors of every block share one set of buffers, which holds one block's at a time.
 #pragma once
 

@@ -16,31 +16,54 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
     return NormOutputs{make(Shape{n, c.d_model}, dtype), make(Shape{n}, stats), make(Shape{n}, stats)};
   };
   // Which of a layer's tensors the mode recomputes (the softmax statistics go with the attention output: the
-  // attention's forward writes both).
+  // attention's forward writes both; a norm's statistics with its input or output the same way). Selective keeps
+  // the GEMM outputs the backward reads but the attention's output projection: q/k/v as projected (with q/k norms,
+  // their normed and rotated copy is recomputed from it), the MLP's input and, with post-norms, output projection.
   struct Parts {
-    bool ln1 = false, qkv = false, attention = false, mid = false, ln2 = false, fc = false, activated = false;
+    bool ln1 = false, qkv_raw = false, qkv = false, attention = false, attn_out = false, mid = false, ln2 = false,
+         fc = false, activated = false, mlp_out = false;
   };
-  const Parts recomputed = checkpointing == ActivationCheckpointing::full ? Parts{true, true, true, true, true, true, true}
+  const Parts recomputed = checkpointing == ActivationCheckpointing::full
+                               ? Parts{true, true, true, true, true, true, true, true, true, true}
                            : checkpointing == ActivationCheckpointing::selective
-                               ? Parts{.ln1 = true, .attention = true, .mid = true, .ln2 = true, .activated = true}
+                               ? Parts{.ln1 = true,
+                                       .qkv = c.qk_norm,
+                                       .attention = true,
+                                       .attn_out = true,
+                                       .mid = true,
+                                       .ln2 = true,
+                                       .activated = true}
                                : Parts{};
   // A layer's tensors: those in `mine` allocated for it, the others taken from `from`.
   auto layer = [&](const Parts& mine, const LayerActivations& from) {
     LayerActivations a = from;
     if (mine.ln1) a.ln1 = norm_outputs();
-    if (mine.qkv) a.qkv = make(Shape{n, c.qkv_width()}, dtype);
+    if (mine.qkv_raw && c.qk_norm) a.qkv_raw = make(Shape{n, c.qkv_width()}, dtype);
+    if (mine.qkv) {
+      a.qkv = make(Shape{n, c.qkv_width()}, dtype);
+      if (c.qk_norm) a.qk_rstd = make(Shape{n, c.n_head + c.n_kv_head}, stats);
+    }
     if (mine.attention) {
       a.attention = make(Shape{n, c.attention_width()}, dtype);
       a.lse = make(Shape{batch, c.n_head, seq}, stats);
+    }
+    if (mine.attn_out && c.post_norms) {
+      a.attn_out = make(Shape{n, c.d_model}, dtype);
+      a.attn_out_rstd = make(Shape{n}, stats);
     }
     if (mine.mid) a.mid = make(Shape{n, c.d_model}, dtype);
     if (mine.ln2) a.ln2 = norm_outputs();
     if (mine.fc) a.fc = make(Shape{n, c.mlp_in_width()}, dtype);
     if (mine.activated) a.activated = make(Shape{n, c.d_ff}, dtype);
+    if (mine.mlp_out && c.post_norms) {
+      a.mlp_out = make(Shape{n, c.d_model}, dtype);
+      a.mlp_out_rstd = make(Shape{n}, stats);
+    }
     return a;
   };
-  const Parts kept{!recomputed.ln1,       !recomputed.qkv, !recomputed.attention, !recomputed.mid,
-                   !recomputed.ln2,       !recomputed.fc,  !recomputed.activated};
+  const Parts kept{!recomputed.ln1,      !recomputed.qkv_raw, !recomputed.qkv, !recomputed.attention,
+                   !recomputed.attn_out, !recomputed.mid,     !recomputed.ln2, !recomputed.fc,
+                   !recomputed.activated, !recomputed.mlp_out};
 
   for (int64_t l = 0; l <= c.n_layer; ++l) residual.push_back(make(Shape{n, c.d_model}, dtype));
   const LayerActivations shared = layer(recomputed, {});
@@ -58,6 +81,8 @@ Activations::Activations(const TransformerConfig& c, TrackingAllocator& allocato
   d_norm = make(Shape{n, c.d_model}, dtype);
   d_attention = make(Shape{n, c.attention_width()}, dtype);
   d_qkv = make(Shape{n, c.qkv_width()}, dtype);
+  if (c.qk_norm) d_qkv_raw = make(Shape{n, c.qkv_width()}, dtype);
+  if (c.post_norms) d_branch = make(Shape{n, c.d_model}, dtype);
   d_fc = make(Shape{n, c.mlp_in_width()}, dtype);
   // A GELU MLP's backward goes from d_residual straight to d_fc (Backend::matmul_gelu_backward), unless an
   // adapter on the output projection adds to the activation's gradient first.

@@ -21,13 +21,19 @@ struct NormOutputs {
 
 struct LayerActivations {
   NormOutputs ln1;
-  Tensor qkv;        // after rotary embedding, when the model uses it
+  Tensor qkv_raw;    // models with q/k norms: the projection's output (qkv is after the norms)
+  Tensor qkv;        // the attention's input: after the q/k norms and the rotary embedding, where the model has them
+  Tensor qk_rstd;    // models with q/k norms: [N, heads + kv_heads], the norms' statistics (computed with qkv)
   Tensor attention;  // [N, heads * head_dim]
   Tensor lse;        // [batch, heads, seq]
+  // Models with post-norms: the attention's output projection before its norm, and that norm's statistics [N].
+  Tensor attn_out, attn_out_rstd;
   Tensor mid;        // residual stream after the attention branch
   NormOutputs ln2;
-  Tensor fc;         // MLP input projection (both SwiGLU halves)
+  Tensor fc;         // MLP input projection (both halves of a gated MLP)
   Tensor activated;  // [N, d_ff]
+  // Models with post-norms: the MLP's output projection before its norm, and that norm's statistics [N].
+  Tensor mlp_out, mlp_out_rstd;
   // LoRA: s x A^T [N, rank] of each adapted linear layer (indexed by AdaptedLinear; empty where none), kept
   // for the adapter's backward in every checkpointing mode (a recompute writes the same values again).
   std::array<Tensor, kAdaptedLinears.size()> lora_inner;
@@ -49,8 +55,9 @@ class Activations {
   Tensor losses;  // [N]
   Tensor branch;  // [N, C]: a residual branch's output before it is added
 
-  // Backward scratch.
-  Tensor d_residual, d_norm, d_attention, d_qkv, d_fc, d_activated;
+  // Backward scratch. With q/k norms, d_qkv_raw is the projection's output gradient (d_qkv the attention input's);
+  // with post-norms, d_branch a branch's output gradient before its norm.
+  Tensor d_residual, d_norm, d_attention, d_qkv, d_fc, d_activated, d_qkv_raw, d_branch;
   // LoRA: an adapter's inner gradient [N, rank]; and where the frozen norms' weight (and bias) gradients go,
   // unread: the backends compute them in the same pass as the input's gradient.
   Tensor d_lora_inner, frozen_norm_weight_grad, frozen_norm_bias_grad;

@@ -6,53 +6,16 @@
 
 #include "core/errors.h"
 #include "core/strings.h"
+#include "models/hf_fields.h"
+#include "models/hf_gemma3.h"
 
 namespace zb {
 
 namespace {
 
 using nlohmann::json;
-
-// Field access with messages that name the field.
-class Fields {
- public:
-  explicit Fields(const json& j) : j_(j) {}
-
-  template <typename T>
-  T required(const char* key) const {
-    if (!j_.contains(key) || j_[key].is_null()) throw Error(cat("missing field '", key, "'"));
-    return get<T>(key);
-  }
-  template <typename T>
-  T optional(const char* key, T fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    return get<T>(key);
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  bool present(const char* key) const { return j_.contains(key); }  // null included
-  const json& at(const char* key) const { return j_.at(key); }
-
- private:
-  template <typename T>
-  T get(const char* key) const {
-    const json& value = j_[key];
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (!value.is_number_integer()) throw Error(cat("field '", key, "' must be an integer, not ", value.dump()));
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!value.is_number()) throw Error(cat("field '", key, "' must be a number, not ", value.dump()));
-    } else if constexpr (std::is_same_v<T, bool>) {
-      if (!value.is_boolean()) throw Error(cat("field '", key, "' must be true or false, not ", value.dump()));
-    } else {
-      if (!value.is_string()) throw Error(cat("field '", key, "' must be a string, not ", value.dump()));
-    }
-    return value.get<T>();
-  }
-  const json& j_;
-};
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw Error(cat("unsupported configuration: ", what));
-}
+using hf::Fields;
+using hf::require;
 
 // GPT-2 and OPT split the width evenly over the heads (Hugging Face refuses anything else).
 int64_t even_head_dim(int64_t width, int64_t heads) {
@@ -176,8 +139,13 @@ TransformerConfig config_from_hf_json(const json& j, const std::string& name) {
     c = from_llama(fields);
   } else if (model_type == "mistral") {
     c = from_mistral(fields);
+  } else if (model_type == "gemma3_text") {
+    c = hf::gemma3_text_config(fields);
+  } else if (model_type == "gemma3") {
+    c = hf::gemma3_config(fields);
   } else {
-    throw Error(cat("model_type '", model_type, "' is not supported (supported: gpt2, opt, llama, mistral)"));
+    throw Error(cat("model_type '", model_type,
+                    "' is not supported (supported: gpt2, opt, llama, mistral, gemma3_text, gemma3)"));
   }
   c.name = name;
   c.validate();

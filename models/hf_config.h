@@ -1,4 +1,5 @@
-// Reads a model's architecture from a Hugging Face config.json (model_type gpt2, opt or llama).
+// Reads a model's architecture from a Hugging Face config.json (model_type gpt2, opt, llama, mistral, gemma3_text,
+// or gemma3's text model).
 // Only the architecture is read; no weights are loaded.
 #pragma once
 

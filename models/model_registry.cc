@@ -4,6 +4,8 @@
 #include <cctype>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "core/errors.h"
 #include "core/strings.h"
 #include "models/hf_config.h"
@@ -69,6 +71,30 @@ TransformerConfig mistral_7b_v0_3(std::string name) {
   return llama_like(std::move(name), 32, 32, 8, 4096, 14336, 32768, 32768, /*tied=*/false, 1000000.0);
 }
 
+// Gemma 3 1B (pt and it share the architecture), read from its released config.json, abridged to the fields that
+// decide the architecture: the Gemma 3 block of hf_gemma3.h, 26 layers of width 1152, 4 query heads and 1 key/value
+// head of 256, a window of 512 in five layers of every six, tied embeddings of 262144 rows.
+TransformerConfig gemma_3_1b(const std::string& name) {
+  return config_from_hf_json(nlohmann::json::parse(R"({"model_type": "gemma3_text", "attention_bias": false,
+      "attention_dropout": 0.0, "attn_logit_softcapping": null, "final_logit_softcapping": null, "head_dim": 256,
+      "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+      "max_position_embeddings": 32768, "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+      "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null,
+      "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144})"),
+                             name);
+}
+
+// Gemma 3's block at llama-tiny's size: 2 layers with a pattern of 2 (a sliding layer, then a full one), a window of
+// 8 (half the tests' 16 tokens), head_dim 32 against a width of 64 over 4 heads (2 key/value heads).
+TransformerConfig gemma3_tiny() {
+  return config_from_hf_json(nlohmann::json::parse(R"({"model_type": "gemma3_text", "head_dim": 32,
+      "hidden_size": 64, "intermediate_size": 128, "max_position_embeddings": 64, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "num_key_value_heads": 2, "query_pre_attn_scalar": 32, "rms_norm_eps": 1e-06,
+      "rope_local_base_freq": 10000, "rope_theta": 1000000, "sliding_window": 8, "sliding_window_pattern": 2,
+      "vocab_size": 256})"),
+                             "gemma3-tiny");
+}
+
 // Small enough to train on two CPU cores in seconds; llama-tiny uses grouped-query attention (4 heads, 2 kv).
 TransformerConfig gpt2_tiny() {
   TransformerConfig c = gpt2_like("gpt2-tiny", 2, 4, 64);
@@ -99,8 +125,11 @@ const std::vector<Entry>& registry() {
       {llama_3_2_1b(), {"llama-3.2-1b"}},
       {mistral_7b_v0_3("mistralai/Mistral-7B-v0.3"), {"mistral-7b"}},
       {mistral_7b_v0_3("mistralai/Mistral-7B-Instruct-v0.3"), {"mistral-7b-instruct"}},
+      {gemma_3_1b("google/gemma-3-1b-pt"), {"gemma-3-1b", "gemma-3-1b-pt"}},
+      {gemma_3_1b("google/gemma-3-1b-it"), {"gemma-3-1b-it"}},
       {gpt2_tiny(), {}},
       {llama_tiny(), {}},
+      {gemma3_tiny(), {}},
   };
   return entries;
 }

@@ -38,10 +38,13 @@ void bind_unit(const ParameterLayout& layout, size_t unit, const Tensor& buffer,
     BlockTensors& b = m.blocks.at(size_t(layout.layer_of(unit)));
     b.ln1_weight = view_of(u, buf, "ln1.weight"), b.ln1_bias = view_of(u, buf, "ln1.bias");
     b.qkv_weight = view_of(u, buf, "attn.qkv.weight"), b.qkv_bias = view_of(u, buf, "attn.qkv.bias");
+    b.q_norm_weight = view_of(u, buf, "attn.q_norm.weight"), b.k_norm_weight = view_of(u, buf, "attn.k_norm.weight");
     b.attn_proj_weight = view_of(u, buf, "attn.proj.weight"), b.attn_proj_bias = view_of(u, buf, "attn.proj.bias");
+    b.attn_post_norm_weight = view_of(u, buf, "attn.post_norm.weight");
     b.ln2_weight = view_of(u, buf, "ln2.weight"), b.ln2_bias = view_of(u, buf, "ln2.bias");
     b.fc_weight = view_of(u, buf, "mlp.fc.weight"), b.fc_bias = view_of(u, buf, "mlp.fc.bias");
     b.mlp_proj_weight = view_of(u, buf, "mlp.proj.weight"), b.mlp_proj_bias = view_of(u, buf, "mlp.proj.bias");
+    b.mlp_post_norm_weight = view_of(u, buf, "mlp.post_norm.weight");
   }
 }
 

@@ -22,10 +22,13 @@ struct LoraPair {
 struct BlockTensors {
   Tensor ln1_weight, ln1_bias;
   Tensor qkv_weight, qkv_bias;
+  Tensor q_norm_weight, k_norm_weight;  // models with q/k norms: [head_dim] each
   Tensor attn_proj_weight, attn_proj_bias;
+  Tensor attn_post_norm_weight;  // models with post-norms
   Tensor ln2_weight, ln2_bias;
   Tensor fc_weight, fc_bias;
   Tensor mlp_proj_weight, mlp_proj_bias;
+  Tensor mlp_post_norm_weight;
   // The adapters, bound from the block's adapter unit.
   LoraPair qkv_lora, attn_proj_lora, fc_lora, mlp_proj_lora;
   const LoraPair& lora(AdaptedLinear linear) const;

@@ -34,8 +34,17 @@ class UnitBuilder {
   ParameterUnit unit_;
 };
 
+// A norm's gain over `width` columns starts at 1: the weight itself, or 0 where the gain is 1 + weight (Gemma).
+void add_gain(UnitBuilder& unit, const TransformerConfig& c, const std::string& name, int64_t width) {
+  if (c.norm_gain_offset == 0) {
+    unit.ones(name, Shape{width});
+  } else {
+    unit.zeros(name, Shape{width});
+  }
+}
+
 void add_norm(UnitBuilder& unit, const TransformerConfig& c, const std::string& prefix) {
-  unit.ones(prefix + ".weight", Shape{c.d_model});
+  add_gain(unit, c, prefix + ".weight", c.d_model);
   if (c.norm == NormKind::layernorm) unit.zeros(prefix + ".bias", Shape{c.d_model});
 }
 
@@ -99,13 +108,20 @@ ParameterLayout::ParameterLayout(const TransformerConfig& config) : config_(conf
   // stream's variance does not grow with depth.
   const double residual_std = kInitStd / std::sqrt(2.0 * double(c.n_layer));
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    // In forward order; Gemma's q/k norms follow the projection they normalise, its post-norms the branch's output.
     UnitBuilder block("block." + std::to_string(layer));
     add_norm(block, c, "ln1");
     add_linear(block, c, "attn.qkv", c.qkv_width(), c.d_model, kInitStd);
+    if (c.qk_norm) {
+      add_gain(block, c, "attn.q_norm.weight", c.head_dim);
+      add_gain(block, c, "attn.k_norm.weight", c.head_dim);
+    }
     add_linear(block, c, "attn.proj", c.d_model, c.attention_width(), residual_std);
+    if (c.post_norms) add_norm(block, c, "attn.post_norm");
     add_norm(block, c, "ln2");
     add_linear(block, c, "mlp.fc", c.mlp_in_width(), c.d_model, kInitStd);
     add_linear(block, c, "mlp.proj", c.d_model, c.d_ff, residual_std);
+    if (c.post_norms) add_norm(block, c, "mlp.post_norm");
     units_.push_back(block.build());
     if (c.lora.enabled()) units_.push_back(lora_unit(c, layer));
   }

@@ -5,10 +5,15 @@
 
 namespace zb {
 
-std::vector<double> rope_inverse_frequencies(const TransformerConfig& c) {
+std::vector<double> rope_inverse_frequencies(const TransformerConfig& c, bool local) {
   const int64_t half = c.head_dim / 2;
+  const double theta = local ? c.local_rope_theta.value() : c.rope_theta;
   std::vector<double> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.head_dim));
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = 1.0 / std::pow(theta, double(2 * i) / double(c.head_dim));
+  if (local) return inv_freq;
+  if (c.rope_linear_factor != 1.0) {
+    for (double& f : inv_freq) f /= c.rope_linear_factor;
+  }
   if (!c.rope_scaling) return inv_freq;
 
   // Llama 3: long wavelengths are divided by `factor`, short ones kept, the band between blended smoothly.

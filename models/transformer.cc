@@ -1,8 +1,11 @@
 #include "models/transformer.h"
 
+#include <cmath>
 #include <optional>
 #include <vector>
 
+#include "core/bf16.h"
+#include "core/f16.h"
 #include "core/trace.h"
 #include "models/rope_frequencies.h"
 
@@ -20,6 +23,16 @@ Buffer upload(Backend& backend, TrackingAllocator& allocator, const std::vector<
   return buffer;
 }
 
+// Gemma's embedding scale sqrt(d_model) as Hugging Face applies it: a float32 scalar converted to the weights'
+// dtype before the product (34 in bf16 for a width of 1152, not 33.94). 1 for the models without one.
+double embedding_scale(const TransformerConfig& c, DType dtype) {
+  if (!c.scale_embeddings) return 1.0;
+  const float scale = float(std::sqrt(double(c.d_model)));
+  if (dtype == DType::bf16) return round_to_bf16(scale);
+  if (dtype == DType::f16) return round_to_f16(scale);
+  return scale;
+}
+
 }  // namespace
 
 Transformer::Transformer(const ParameterLayout& layout, Backend& backend, TrackingAllocator& allocator, DType dtype,
@@ -31,9 +44,8 @@ Transformer::Transformer(const ParameterLayout& layout, Backend& backend, Tracki
       seq_(seq),
       checkpointing_(checkpointing),
       lora_scale_(config_.lora.enabled() ? config_.lora.scale() : 0.0),
-      attention_shape_{batch, seq, config_.n_head, config_.n_kv_head, config_.head_dim,
-                       config_.sliding_window.value_or(0)},
-      acts_(config_, allocator, dtype, batch, seq, checkpointing) {
+      acts_(config_, allocator, dtype, batch, seq, checkpointing),
+      embedding_scale_(embedding_scale(config_, dtype)) {
   const std::string problem = sequence_length_problem(config_, seq);
   ZB_CHECK(problem.empty(), "sequence length ", problem);
   params_.blocks.resize(size_t(config_.n_layer));  // for bind_unit_*; bind_* replace them whole
@@ -43,13 +55,25 @@ Transformer::Transformer(const ParameterLayout& layout, Backend& backend, Tracki
     for (int64_t i = 0; i < batch * seq; ++i) positions[i] = int32_t(i % seq + config_.position_offset);
     constants_.push_back(upload(backend, allocator, positions, positions_));
   } else {
-    const std::vector<double> inv_freq = rope_inverse_frequencies(config_);
-    if (stats_dtype(dtype) == DType::f64) {
-      constants_.push_back(upload(backend, allocator, inv_freq, inv_freq_));
-    } else {
-      constants_.push_back(upload(backend, allocator, std::vector<float>(inv_freq.begin(), inv_freq.end()), inv_freq_));
-    }
+    auto upload_frequencies = [&](bool local, Tensor& view) {
+      const std::vector<double> inv_freq = rope_inverse_frequencies(config_, local);
+      if (stats_dtype(dtype) == DType::f64) {
+        constants_.push_back(upload(backend, allocator, inv_freq, view));
+      } else {
+        constants_.push_back(upload(backend, allocator, std::vector<float>(inv_freq.begin(), inv_freq.end()), view));
+      }
+    };
+    upload_frequencies(false, inv_freq_);
+    bool any_local = false;
+    for (int64_t l = 0; l < config_.n_layer; ++l) any_local = any_local || config_.local_rope_layer(l);
+    if (any_local) upload_frequencies(true, local_inv_freq_);
   }
+}
+
+AttentionShape Transformer::attention_shape(int64_t l) const {
+  AttentionShape s{batch_, seq_, config_.n_head, config_.n_kv_head, config_.head_dim, config_.layer_window(l)};
+  s.softmax_scale = config_.attention_softmax_scale();
+  return s;
 }
 
 double Transformer::forward(const Tensor& tokens, const Tensor& targets) {
@@ -79,6 +103,7 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   forward_needs(embeddings);
   b.embedding_forward(tokens, params_.wte, acts_.residual[0], /*accumulate=*/false);
   if (config_.has_learned_positions()) b.embedding_forward(positions_, params_.wpe, acts_.residual[0], true);
+  if (config_.scale_embeddings) b.scale(acts_.residual[0], embedding_scale_, acts_.residual[0]);
   if (!tied) forward_done(embeddings);
   // Each residual add is fused into the norm that reads its result: the attention branch's into the same
   // block's second norm, the MLP branch's into the next block's first norm (or the final norm). So block l + 1
@@ -90,9 +115,8 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     if (l > 0) outer_unit.emplace(TraceCategory::unit, unit_pass_name(l, "forward"));
     LayerActivations& a = acts_.layers[l];
-    const BlockTensors& w = params_.blocks[l];
     block_forward_to_activation(l);
-    linear_forward(l, AdaptedLinear::mlp_proj, a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
+    mlp_output_forward(l);
     const bool last = l + 1 == config_.n_layer;
     if (last) {
       forward_needs(final);
@@ -113,32 +137,76 @@ void Transformer::forward_to_logits(const Tensor& tokens) {
 }
 
 void Transformer::block_forward_to_activation(int64_t l) {
-  Backend& b = backend_;
   LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
-  linear_forward(l, AdaptedLinear::qkv, a.ln1.out, w.qkv_weight, w.qkv_bias, a.qkv);
-  if (!config_.has_learned_positions()) b.rope_forward(a.qkv, inv_freq_, attention_shape_);
+  linear_forward(l, AdaptedLinear::qkv, a.ln1.out, w.qkv_weight, w.qkv_bias, config_.qk_norm ? a.qkv_raw : a.qkv);
+  attention_input_forward(l);
   attention_to_second_norm(l);
   mlp_input_forward(l);
+}
+
+void Transformer::attention_input_forward(int64_t l) {
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  const AttentionShape shape = attention_shape(l);
+  if (config_.qk_norm) {
+    backend_.qk_norm_forward(a.qkv_raw, w.q_norm_weight, w.k_norm_weight, float(config_.norm_eps), gain_offset(),
+                             shape, a.qkv, a.qk_rstd);
+  }
+  if (!config_.has_learned_positions()) backend_.rope_forward(a.qkv, inv_freq(l), shape);
 }
 
 void Transformer::attention_to_second_norm(int64_t l) {
   LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
-  backend_.attention_forward(a.qkv, attention_shape_, a.attention, a.lse);
-  linear_forward(l, AdaptedLinear::attn_proj, a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  backend_.attention_forward(a.qkv, attention_shape(l), a.attention, a.lse);
+  if (config_.post_norms) {
+    linear_forward(l, AdaptedLinear::attn_proj, a.attention, w.attn_proj_weight, w.attn_proj_bias, a.attn_out);
+    post_norm_forward(a.attn_out, w.attn_post_norm_weight, a.attn_out_rstd);
+  } else {
+    linear_forward(l, AdaptedLinear::attn_proj, a.attention, w.attn_proj_weight, w.attn_proj_bias, acts_.branch);
+  }
   residual_norm_forward(acts_.residual[l], acts_.branch, a.mid, w.ln2_weight, w.ln2_bias, a.ln2);
+}
+
+void Transformer::mlp_output_forward(int64_t l) {
+  LayerActivations& a = acts_.layers[l];
+  const BlockTensors& w = params_.blocks[l];
+  if (config_.post_norms) {
+    linear_forward(l, AdaptedLinear::mlp_proj, a.activated, w.mlp_proj_weight, w.mlp_proj_bias, a.mlp_out);
+    post_norm_forward(a.mlp_out, w.mlp_post_norm_weight, a.mlp_out_rstd);
+  } else {
+    linear_forward(l, AdaptedLinear::mlp_proj, a.activated, w.mlp_proj_weight, w.mlp_proj_bias, acts_.branch);
+  }
+}
+
+void Transformer::post_norm_forward(const Tensor& x, const Tensor& weight, Tensor& rstd) {
+  backend_.rmsnorm_forward(x, weight, float(config_.norm_eps), acts_.branch, rstd, gain_offset());
+}
+
+void Transformer::post_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dweight,
+                                     GradWrite write) {
+  backend_.fill_zero(acts_.d_branch);  // the norm's backward adds to its input's gradient
+  Tensor no_bias;
+  norm_backward(acts_.d_residual, x, weight, NormOutputs{{}, {}, rstd}, acts_.d_branch, dweight, no_bias, write);
 }
 
 // The first norm is recomputed unfused from the kept residual stream: the fused residual-and-norm kernel that
 // computed it normalises the sum as it stores it (rounded to the dtype), so the result is the same bits. The last
 // block's backward needs nothing recomputed: the shared buffers still hold its activations from the forward.
+// Full recomputes the whole block but the final residual add; selective from the kept projections on (q/k/v as
+// projected, the MLP's input projection and, with post-norms, its output projection).
 void Transformer::recompute_block(int64_t l) {
   if (checkpointing_ == ActivationCheckpointing::none || l + 1 == config_.n_layer) return;
   LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
   norm_forward(acts_.residual[l], w.ln1_weight, w.ln1_bias, a.ln1);
-  if (checkpointing_ == ActivationCheckpointing::full) return block_forward_to_activation(l);
+  if (checkpointing_ == ActivationCheckpointing::full) {
+    block_forward_to_activation(l);
+    if (config_.post_norms) mlp_output_forward(l);  // the MLP's post-norm reads its output projection's
+    return;
+  }
+  if (config_.qk_norm) attention_input_forward(l);
   attention_to_second_norm(l);
   activation_forward(a);
 }
@@ -170,17 +238,29 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
     const LayerActivations& a = acts_.layers[l];
     const BlockTensors& w = params_.blocks[l];
     BlockTensors& g = grads_.blocks[l];
-    mlp_output_backward(l, write, adapter_write);
+    // With post-norms each branch's output gradient is d_branch, the norm's backward from d_residual.
+    if (config_.post_norms) {
+      post_norm_backward(a.mlp_out, w.mlp_post_norm_weight, a.mlp_out_rstd, g.mlp_post_norm_weight, write);
+    }
+    mlp_output_backward(l, config_.post_norms ? acts_.d_branch : acts_.d_residual, write, adapter_write);
     linear_backward(l, AdaptedLinear::fc, acts_.d_fc, a.ln2.out, w.fc_weight, acts_.d_norm, g.fc_weight, g.fc_bias,
                     write, adapter_write);
     norm_backward(acts_.d_norm, a.mid, w.ln2_weight, a.ln2, acts_.d_residual, g.ln2_weight, g.ln2_bias, write);
 
-    linear_backward(l, AdaptedLinear::attn_proj, acts_.d_residual, a.attention, w.attn_proj_weight, acts_.d_attention,
-                    g.attn_proj_weight, g.attn_proj_bias, write, adapter_write);
-    b.attention_backward(acts_.d_attention, a.qkv, a.attention, a.lse, attention_shape_, acts_.d_qkv);
-    if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq_, attention_shape_);
-    linear_backward(l, AdaptedLinear::qkv, acts_.d_qkv, a.ln1.out, w.qkv_weight, acts_.d_norm, g.qkv_weight,
-                    g.qkv_bias, write, adapter_write);
+    if (config_.post_norms) {
+      post_norm_backward(a.attn_out, w.attn_post_norm_weight, a.attn_out_rstd, g.attn_post_norm_weight, write);
+    }
+    linear_backward(l, AdaptedLinear::attn_proj, config_.post_norms ? acts_.d_branch : acts_.d_residual, a.attention,
+                    w.attn_proj_weight, acts_.d_attention, g.attn_proj_weight, g.attn_proj_bias, write, adapter_write);
+    const AttentionShape shape = attention_shape(l);
+    b.attention_backward(acts_.d_attention, a.qkv, a.attention, a.lse, shape, acts_.d_qkv);
+    if (!config_.has_learned_positions()) b.rope_backward(acts_.d_qkv, inv_freq(l), shape);
+    if (config_.qk_norm) {
+      b.qk_norm_backward(acts_.d_qkv, a.qkv_raw, w.q_norm_weight, w.k_norm_weight, a.qk_rstd, gain_offset(), shape,
+                         acts_.d_qkv_raw, g.q_norm_weight, g.k_norm_weight, write);
+    }
+    linear_backward(l, AdaptedLinear::qkv, config_.qk_norm ? acts_.d_qkv_raw : acts_.d_qkv, a.ln1.out, w.qkv_weight,
+                    acts_.d_norm, g.qkv_weight, g.qkv_bias, write, adapter_write);
     norm_backward(acts_.d_norm, acts_.residual[l], w.ln1_weight, a.ln1, acts_.d_residual, g.ln1_weight, g.ln1_bias,
                   write);
     if (layout_.has_adapters()) backward_done(layout_.adapter_unit(l));
@@ -190,6 +270,8 @@ void Transformer::backward_from_logit_gradients(const Tensor& tokens) {
   // The lookup's backward needs only gradients; tied, the lm head has already written the table's. Frozen
   // embeddings (LoRA) have no gradient to compute.
   const GradWrite lookup_write = tied ? GradWrite::add : backward_needs(embeddings, /*reads_weights=*/false);
+  // The scaled embeddings' gradient is the scaled gradient of their sum (d_residual is not read after this).
+  if (config_.scale_embeddings) b.scale(acts_.d_residual, embedding_scale_, acts_.d_residual);
   if (!grads_.wte.empty()) b.embedding_backward(tokens, acts_.d_residual, grads_.wte, lookup_write);
   if (config_.has_learned_positions() && !grads_.wpe.empty()) {
     b.embedding_backward(positions_, acts_.d_residual, grads_.wpe, tied ? embeddings_write : lookup_write);
@@ -201,7 +283,7 @@ void Transformer::norm_forward(const Tensor& x, const Tensor& weight, const Tens
   if (config_.norm == NormKind::layernorm) {
     backend_.layernorm_forward(x, weight, bias, float(config_.norm_eps), out.out, out.mean, out.rstd);
   } else {
-    backend_.rmsnorm_forward(x, weight, float(config_.norm_eps), out.out, out.rstd);
+    backend_.rmsnorm_forward(x, weight, float(config_.norm_eps), out.out, out.rstd, gain_offset());
   }
 }
 
@@ -211,7 +293,8 @@ void Transformer::residual_norm_forward(const Tensor& a, const Tensor& branch, T
     backend_.residual_layernorm_forward(a, branch, residual_out, weight, bias, float(config_.norm_eps), out.out,
                                         out.mean, out.rstd);
   } else {
-    backend_.residual_rmsnorm_forward(a, branch, residual_out, weight, float(config_.norm_eps), out.out, out.rstd);
+    backend_.residual_rmsnorm_forward(a, branch, residual_out, weight, float(config_.norm_eps), out.out, out.rstd,
+                                      gain_offset());
   }
 }
 
@@ -225,7 +308,7 @@ void Transformer::norm_backward(const Tensor& dout, const Tensor& x, const Tenso
   if (config_.norm == NormKind::layernorm) {
     backend_.layernorm_backward(dout, x, weight, saved.mean, saved.rstd, dx, dw, db, write);
   } else {
-    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dw, write);
+    backend_.rmsnorm_backward(dout, x, weight, saved.rstd, dx, dw, write, gain_offset());
   }
 }
 
@@ -316,25 +399,27 @@ void Transformer::activation_forward(LayerActivations& a) {
     case MlpKind::gelu: return backend_.gelu_forward(a.fc, a.activated);
     case MlpKind::relu: return backend_.relu_forward(a.fc, a.activated);
     case MlpKind::swiglu: return backend_.swiglu_forward(a.fc, a.activated);
+    case MlpKind::geglu: return backend_.geglu_forward(a.fc, a.activated);
   }
 }
 
-void Transformer::mlp_output_backward(int64_t l, GradWrite write, GradWrite adapter_write) {
+void Transformer::mlp_output_backward(int64_t l, const Tensor& dout, GradWrite write, GradWrite adapter_write) {
   const LayerActivations& a = acts_.layers[l];
   const BlockTensors& w = params_.blocks[l];
   BlockTensors& g = grads_.blocks[l];
   // GELU's backward rides in the GEMM's epilogue where the backend has one, unless an adapter adds to the
   // activation's gradient first; the others follow the GEMM.
   if (config_.mlp == MlpKind::gelu && w.mlp_proj_lora.empty()) {
-    return backend_.matmul_gelu_backward(acts_.d_residual, a.activated, w.mlp_proj_weight, a.fc, acts_.d_fc,
-                                         g.mlp_proj_weight, g.mlp_proj_bias, write);
+    return backend_.matmul_gelu_backward(dout, a.activated, w.mlp_proj_weight, a.fc, acts_.d_fc, g.mlp_proj_weight,
+                                         g.mlp_proj_bias, write);
   }
-  linear_backward(l, AdaptedLinear::mlp_proj, acts_.d_residual, a.activated, w.mlp_proj_weight, acts_.d_activated,
+  linear_backward(l, AdaptedLinear::mlp_proj, dout, a.activated, w.mlp_proj_weight, acts_.d_activated,
                   g.mlp_proj_weight, g.mlp_proj_bias, write, adapter_write);
   switch (config_.mlp) {
     case MlpKind::gelu: return backend_.gelu_backward(acts_.d_activated, a.fc, acts_.d_fc);
     case MlpKind::relu: return backend_.relu_backward(acts_.d_activated, a.fc, acts_.d_fc);
     case MlpKind::swiglu: return backend_.swiglu_backward(acts_.d_activated, a.fc, acts_.d_fc);
+    case MlpKind::geglu: return backend_.geglu_backward(acts_.d_activated, a.fc, acts_.d_fc);
   }
 }
 

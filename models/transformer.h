@@ -54,11 +54,21 @@ class Transformer {
   void forward_to_logits(const Tensor& tokens);
   void backward_from_logit_gradients(const Tensor& tokens);
   // Block l's forward from its first norm's output (in layers[l].ln1) to the MLP's activation: everything but
-  // the MLP's output projection and the residual add after it.
+  // the MLP's output projection (and its post-norm) and the residual add after it.
   void block_forward_to_activation(int64_t l);
-  // Its part from q, k, v (in layers[l].qkv) to the second norm: the attention, its output projection and the
-  // residual add fused into the norm.
+  // Block l's attention input from its projection: the q/k norms (from qkv_raw into qkv) and the rotary
+  // embedding (in place), where the model has them.
+  void attention_input_forward(int64_t l);
+  // Its part from the attention's input (layers[l].qkv) to the second norm: the attention, its output projection
+  // (and its post-norm) and the residual add fused into the norm.
   void attention_to_second_norm(int64_t l);
+  // Block l's MLP output projection into the branch that the residual add reads: through mlp_out and its post-norm
+  // where the model has post-norms.
+  void mlp_output_forward(int64_t l);
+  // A post-norm: branch = rmsnorm(x) with the weight's gain, saving its statistics in rstd.
+  void post_norm_forward(const Tensor& x, const Tensor& weight, Tensor& rstd);
+  // Its backward from d_residual into d_branch (written), adding the weight's gradient as `write` says.
+  void post_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dweight, GradWrite write);
   // Before block l's backward: what the checkpointing mode did not keep of block l's activations, computed
   // again as the forward computed it.
   void recompute_block(int64_t l);
@@ -72,10 +82,10 @@ class Transformer {
   void mlp_input_forward(int64_t l);
   // activated = act(fc).
   void activation_forward(LayerActivations& a);
-  // Block l's backward from d_residual through the MLP's output projection and its activation to d_fc; adds the
-  // projection's weight and bias gradients (or writes them, as `write` says) and its adapter's (as
-  // `adapter_write` says).
-  void mlp_output_backward(int64_t l, GradWrite write, GradWrite adapter_write);
+  // Block l's backward from dout (the MLP branch's output gradient) through the MLP's output projection and its
+  // activation to d_fc; adds the projection's weight and bias gradients (or writes them, as `write` says) and its
+  // adapter's (as `adapter_write` says).
+  void mlp_output_backward(int64_t l, const Tensor& dout, GradWrite write, GradWrite adapter_write);
   // Block l's linear layer `linear`: out = x W^T + b, plus its LoRA adapter's s (x A^T) B^T where it has one
   // (saving s x A^T for the backward).
   void linear_forward(int64_t l, AdaptedLinear linear, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -121,11 +131,17 @@ class Transformer {
     return kDropoutStreams | (dropout_pass_ << 16) | (uint64_t(l) << 2) | uint64_t(linear);
   }
   Tensor dropped_;  // adapter_input's view of the scratch
-  AttentionShape attention_shape_;
+  // Layer l's attention: the model's heads, with the layer's sliding window (if any) and the model's scale.
+  AttentionShape attention_shape(int64_t l) const;
+  // The rotary frequencies layer l rotates by.
+  const Tensor& inv_freq(int64_t l) const { return config_.local_rope_layer(l) ? local_inv_freq_ : inv_freq_; }
+  float gain_offset() const { return float(config_.norm_gain_offset); }
   Activations acts_;
   std::vector<Buffer> constants_;
-  Tensor positions_;  // int32 [batch * seq]: t + position_offset for learned positions
-  Tensor inv_freq_;   // rotary inverse frequencies [head_dim / 2]
+  Tensor positions_;        // int32 [batch * seq]: t + position_offset for learned positions
+  Tensor inv_freq_;         // rotary inverse frequencies [head_dim / 2]
+  Tensor local_inv_freq_;   // those of the sliding-window layers where they have a base of their own
+  double embedding_scale_;  // what the embedding rows are multiplied by (1: not scaled)
   ModelTensors params_, grads_;
   UnitAccess* access_ = nullptr;
 };

@@ -195,6 +195,8 @@ int run(const Flags& f) {
                2.0 * n * (c.mlp_in_width() + c.d_ff), [&] {
                  if (c.mlp == MlpKind::swiglu)
                    gpu.swiglu_forward(act, outp);
+                 else if (c.mlp == MlpKind::geglu)
+                   gpu.geglu_forward(act, outp);
                  else
                    gpu.gelu_forward(act, outp);
                });
@@ -202,6 +204,8 @@ int run(const Flags& f) {
                2.0 * n * (2 * c.mlp_in_width() + c.d_ff), [&] {
                  if (c.mlp == MlpKind::swiglu)
                    gpu.swiglu_backward(outp, act, dact);
+                 else if (c.mlp == MlpKind::geglu)
+                   gpu.geglu_backward(outp, act, dact);
                  else
                    gpu.gelu_backward(outp, act, dact);
                });

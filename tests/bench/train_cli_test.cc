@@ -227,6 +227,23 @@ TEST(TrainCli, MistralTrainsWithinAndBeyondItsSlidingWindow) {
   EXPECT_NE(beyond.output.find("--seq-length: 65 exceeds"), std::string::npos) << beyond.output;
 }
 
+// A Gemma 3 config.json (the multimodal wrapper, whose text model is trained) trains on the CPU backend beyond its
+// window and with an attention scale of its own, both of which the GPU's attention does not compute yet.
+TEST(TrainCli, Gemma3TrainsFromItsConfigJsonOnTheCpu) {
+  test::TempDir dir;
+  std::ofstream(dir.path() / "config.json") << R"({"model_type": "gemma3", "text_config": {"head_dim": 32,
+    "hidden_size": 64, "intermediate_size": 128, "max_position_embeddings": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 2, "num_key_value_heads": 2, "query_pre_attn_scalar": 24, "sliding_window": 8,
+    "sliding_window_pattern": 2, "vocab_size": 256}, "vision_config": {"model_type": "siglip_vision_model"}})";
+  const auto r = run_program("train", cat("--model ", dir.path().string(), " --device cpu --num-steps 2 ",
+                                          "--batch-size 2 --seq-length 24 --activation-checkpointing selective"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* part : {"GeGLU", "tied embeddings", "sliding window 8 in 1 of 2 layers", "q/k norms", "post-norms",
+                           "attention scale 24^-0.5", "step 2/2"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
+  }
+}
+
 // LoRA's record: the adapters, the parameters trained, and the gradients and optimizer state of the adapters
 // alone, as predicted (gpt2-tiny's attention adapters at rank 4 fill their units without padding).
 TEST(TrainCli, LoraRecordsTheAdaptersAndTheirMemory) {

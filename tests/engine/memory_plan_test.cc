@@ -46,7 +46,7 @@ void PrintTo(const PlanCase& c, std::ostream* os) { *os << name_of(c); }
 
 std::vector<PlanCase> every_plan_case() {
   std::vector<PlanCase> cases;
-  for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny", "gemma3-tiny"}) {
     for (int stage = 0; stage <= 3; ++stage) {
       for (int64_t accum : {1, 2}) {
         cases.push_back({model, stage, OffloadStrategy::none, 1.0, accum});

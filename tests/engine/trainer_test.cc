@@ -56,7 +56,13 @@ TEST_P(Overfit, LossFallsByNinetyPercentWithin200Steps) {
   EXPECT_LE(last, 0.1 * first) << GetParam() << ": loss " << first << " -> " << last << " after " << steps << " steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, Overfit, ::testing::Values("gpt2-tiny", "llama-tiny"));
+INSTANTIATE_TEST_SUITE_P(TinyModels, Overfit, ::testing::Values("gpt2-tiny", "llama-tiny", "gemma3-tiny"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
 
 // Losses (and, when asked, gradient norms and final weights) of a run on synthetic tokens.
 std::vector<double> losses_of(const TrainingOptions& options, int steps, std::vector<float>* final_params = nullptr,

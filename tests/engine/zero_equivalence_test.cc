@@ -67,12 +67,14 @@ Outcome train(const TrainingOptions& options, Communicator* comm, CpuBackend&& b
   return run;
 }
 
-void expect_equivalent(const Outcome& zero, const Outcome& reference, double weights_tolerance = 1e-6) {
+// steps_tolerance bounds the losses' and the gradient norms' relative differences.
+void expect_equivalent(const Outcome& zero, const Outcome& reference, double weights_tolerance = 1e-6,
+                       double steps_tolerance = 1e-6) {
   ASSERT_EQ(zero.losses.size(), reference.losses.size());
   for (size_t i = 0; i < zero.losses.size(); ++i) {
-    EXPECT_NEAR(zero.losses[i], reference.losses[i], 1e-6 * reference.losses[i]) << "loss at step " << i + 1;
+    EXPECT_NEAR(zero.losses[i], reference.losses[i], steps_tolerance * reference.losses[i]) << "loss at step " << i + 1;
     // Adam hardly notices a gradient scaled wrongly (and clipping hides it): the norm does not.
-    EXPECT_NEAR(zero.grad_norms[i], reference.grad_norms[i], 1e-6 * reference.grad_norms[i])
+    EXPECT_NEAR(zero.grad_norms[i], reference.grad_norms[i], steps_tolerance * reference.grad_norms[i])
         << "gradient norm at step " << i + 1;
   }
   ASSERT_EQ(zero.params.size(), reference.params.size());
@@ -108,10 +110,14 @@ TEST_P(ZeroEquivalence, MatchesSingleProcessTraining) {
   // The ranks' collectives are compared every step too: a schedule that issued them differently on some rank
   // (or a check that flagged a schedule that does not) stops the run with an Error.
   zero.zero.check_collectives = true;
-  expect_equivalent(train(zero, &comm), train(reference, nullptr));
+  // gemma3-tiny's final unit is its final norm's weights alone, which start at zero (the gain is 1 + w): after three
+  // steps they are Adam's first updates, where the ranks' order of summation shows at up to 1.6e-6 of their norm
+  // (world 3). Its weights are compared within 1e-5: a wrong shard or a missed reduction moves them by 1e-2 or more.
+  expect_equivalent(train(zero, &comm), train(reference, nullptr), c.model == "gemma3-tiny" ? 1e-5 : 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(test::every_zero_case()), test::zero_case_name);
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroEquivalence, ::testing::ValuesIn(test::every_zero_case(test::cpu_grid_models())),
+                         test::zero_case_name);
 
 // Offload (cpu_optimizer: the fp32 master and moments in host memory, updated by the CPU optimizer on its
 // own thread while the next forward waits unit by unit; cpu_full: the weights in host memory too) gives the
@@ -243,14 +249,18 @@ TEST_P(OffloadEquivalence, EightBitMomentsTrainAlikeOnEveryStageAndStrategy) {
   TrainingOptions stage0 = plain, fp32_moments = plain;
   stage0.zero.stage = 0;
   fp32_moments.optimizer.moments_8bit = false;
+  // The steps after weights that 8-bit rounding moved by up to kTolerance differ by more than 1e-6: gemma3-tiny's
+  // gradient norm by 1.5e-6 at its third step in stage 3 (two ranks, accumulating).
+  constexpr double kStepTolerance = 1e-5;
   const Outcome reference = train(stage0, &comm), same_stage = train(plain, &comm);
-  expect_equivalent(same_stage, reference, kTolerance);
+  expect_equivalent(same_stage, reference, kTolerance, kStepTolerance);
   EXPECT_GT(test::relative_error(train(fp32_moments, &comm).params[0], reference.params[0]), 1e-3)
       << "the moments were not quantized";
   test::TempDir dir;
   for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
     SCOPED_TRACE(offload_strategy_name(strategy));
-    expect_equivalent(train(offloaded(plain, strategy, dir.path().string()), &comm), same_stage, kTolerance);
+    expect_equivalent(train(offloaded(plain, strategy, dir.path().string()), &comm), same_stage, kTolerance,
+                      kStepTolerance);
   }
   const int64_t units = ParameterLayout(plain.model).units().size();
   for (const float clip : {0.0f, 1e-3f}) {  // no step clips; every step clips
@@ -266,7 +276,8 @@ TEST_P(OffloadEquivalence, EightBitMomentsTrainAlikeOnEveryStageAndStrategy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+INSTANTIATE_TEST_SUITE_P(Stages, OffloadEquivalence,
+                         ::testing::ValuesIn(test::every_stage_once(test::cpu_grid_models())),
                          test::zero_case_name);
 
 // Activation checkpointing recomputes what it did not keep with the same kernels on the same inputs: every
@@ -294,7 +305,8 @@ TEST_P(CheckpointingEquivalence, EveryModeTrainsAsWithoutIt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+INSTANTIATE_TEST_SUITE_P(Stages, CheckpointingEquivalence,
+                         ::testing::ValuesIn(test::every_stage_once(test::cpu_grid_models())),
                          test::zero_case_name);
 
 // LoRA: the base model frozen, its adapters trained. Every stage, on any number of ranks and with every offload
@@ -374,7 +386,8 @@ TEST_P(LoraEquivalence, DropoutDrawsTheSameMasksInEveryStage) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, LoraEquivalence, ::testing::ValuesIn(test::every_stage_once()), test::zero_case_name);
+INSTANTIATE_TEST_SUITE_P(Stages, LoraEquivalence, ::testing::ValuesIn(test::every_stage_once(test::cpu_grid_models())),
+                         test::zero_case_name);
 
 // Loss scaling multiplies the loss's gradient by a power of two and the update divides it out: in fp32, where
 // nothing overflows, every product and sum of the backward scales exactly, so every stage and strategy (nvme's
@@ -507,7 +520,8 @@ TEST_P(LossScalingEquivalence, ASkippedStepIsNotCountedByAdam) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stages, LossScalingEquivalence, ::testing::ValuesIn(test::every_stage_once()),
+INSTANTIATE_TEST_SUITE_P(Stages, LossScalingEquivalence,
+                         ::testing::ValuesIn(test::every_stage_once(test::cpu_grid_models())),
                          test::zero_case_name);
 
 // The other knobs: stage 3 with persistent (whole) small units, no prefetch and no overlap; stages 0-1 with

@@ -58,6 +58,29 @@ TEST(ActivationCheckpointing, ModesKeepWhatTheyDocument) {
   }
 }
 
+// Gemma 3's block keeps more: q/k/v as projected (qkv_raw) beside their normed and rotated copy with the norms'
+// statistics, and the branches' outputs before their post-norms with theirs. Selective keeps the projections
+// (q/k/v, the MLP's input and output) and recomputes the rest; full keeps only each block's input.
+TEST(ActivationCheckpointing, GemmaModesKeepWhatTheyDocument) {
+  for (const char* name : {"gemma3-tiny", "google/gemma-3-1b-pt"}) {
+    SCOPED_TRACE(name);
+    const TransformerConfig c = resolve_model(name);
+    const int64_t batch = 2, seq = 64;
+    const LayerBytes b = layer_bytes(c, DType::bf16, batch, seq);
+    const size_t n = size_t(batch * seq), s = dtype_size(DType::f32);
+    const size_t qk_rstd = n * size_t(c.n_head + c.n_kv_head) * s, branch = b.mid + n * s;  // output + rstd
+    const size_t none = Activations::planned_bytes(c, DType::bf16, batch, seq, Mode::none);
+    const size_t full = Activations::planned_bytes(c, DType::bf16, batch, seq, Mode::full);
+    const size_t selective = Activations::planned_bytes(c, DType::bf16, batch, seq, Mode::selective);
+    const size_t others = size_t(c.n_layer - 1);
+    EXPECT_EQ(none - full,
+              others * (2 * b.norm + 2 * b.qkv + qk_rstd + b.attention + 2 * branch + b.mid + b.fc + b.activated))
+        << "full keeps only each block's input";
+    EXPECT_EQ(none - selective, others * (2 * b.norm + b.qkv + qk_rstd + b.attention + branch + b.mid + b.activated))
+        << "selective keeps q/k/v as projected and the MLP's two projections";
+  }
+}
+
 // Selective checkpointing gives up at least 35% of the activation memory at the sizes the users train
 // (sequence 1024 and 2048), full far more.
 TEST(ActivationCheckpointing, SelectiveSavesAThirdOfTheActivationsOfLargeModels) {

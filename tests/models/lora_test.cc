@@ -11,6 +11,7 @@
 #include "models/model_registry.h"
 #include "models/transformer.h"
 #include "support/gradient_check.h"
+#include "support/host_model.h"
 #include "support/random_inputs.h"
 #include "support/tensor_views.h"
 
@@ -73,48 +74,7 @@ TEST(LoraLayout, OffLeavesTheLayoutAsItWas) {
   EXPECT_EQ(layout.block_unit(1), 2u);
 }
 
-// One fp64 model on the CPU backend: every unit's weights and gradients in host vectors.
-class Fp64Model {
- public:
-  Fp64Model(const TransformerConfig& config, int64_t batch, int64_t seq)
-      : layout_(config),
-        allocator_(std::make_unique<HostMemory>()),
-        model_(layout_, backend_, allocator_, DType::f64, batch, seq) {
-    for (size_t u = 0; u < layout_.units().size(); ++u) {
-      std::vector<float> initial(size_t(layout_.unit(u).numel));
-      layout_.initialize(u, 11, 0, layout_.unit(u).numel, initial.data());
-      params_.emplace_back(initial.begin(), initial.end());
-      grads_.emplace_back(layout_.unit(u).trainable ? params_.back().size() : 0, 0.0);
-    }
-    std::vector<Tensor> p, g;
-    for (size_t u = 0; u < params_.size(); ++u) {
-      p.push_back(test::view(params_[u], Shape{int64_t(params_[u].size())}));
-      g.push_back(grads_[u].empty() ? Tensor{} : test::view(grads_[u], Shape{int64_t(grads_[u].size())}));
-    }
-    model_.bind_parameters(bind_model_tensors(layout_, p));
-    model_.bind_gradients(bind_model_tensors(layout_, g));
-  }
-
-  const ParameterLayout& layout() const { return layout_; }
-  std::vector<double>& params(size_t unit) { return params_[unit]; }
-  std::vector<double>& grads(size_t unit) { return grads_[unit]; }
-
-  Transformer& transformer() { return model_; }
-  double loss(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
-    return model_.forward(test::view(tokens), test::view(targets));
-  }
-  double loss_and_gradients(std::vector<int32_t>& tokens, std::vector<int32_t>& targets) {
-    for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0);
-    return model_.forward_backward(test::view(tokens), test::view(targets));
-  }
-
- private:
-  ParameterLayout layout_;
-  CpuBackend backend_;
-  TrackingAllocator allocator_;
-  Transformer model_;
-  std::vector<std::vector<double>> params_, grads_;
-};
+using Fp64Model = test::HostModel<double>;
 
 struct LoraGradientCase {
   const char* model;
@@ -303,7 +263,8 @@ INSTANTIATE_TEST_SUITE_P(Models, LoraGradient,
                          ::testing::Values(LoraGradientCase{"gpt2-tiny", LoraTargets::all},
                                            LoraGradientCase{"llama-tiny", LoraTargets::all},
                                            LoraGradientCase{"gpt2-tiny", LoraTargets::attention},
-                                           LoraGradientCase{"llama-tiny", LoraTargets::mlp}),
+                                           LoraGradientCase{"llama-tiny", LoraTargets::mlp},
+                                           LoraGradientCase{"gemma3-tiny", LoraTargets::all}),
                          [](const ::testing::TestParamInfo<LoraGradientCase>& param) {
                            std::string name = cat(param.param.model, "_", lora_targets_name(param.param.targets));
                            for (char& ch : name)

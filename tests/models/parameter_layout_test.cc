@@ -15,7 +15,8 @@ namespace zb {
 namespace {
 
 TEST(ParameterLayout, TensorsAreAlignedDisjointAndCoverTheParameterCount) {
-  for (const std::string name : {"gpt2", "facebook/opt-1.3b", "meta-llama/Llama-3.2-1B", "llama-tiny"}) {
+  for (const std::string name :
+       {"gpt2", "facebook/opt-1.3b", "meta-llama/Llama-3.2-1B", "llama-tiny", "google/gemma-3-1b-pt", "gemma3-tiny"}) {
     const TransformerConfig config = resolve_model(name);
     const ParameterLayout layout(config);
     EXPECT_EQ(layout.units().size(), size_t(config.n_layer + 2)) << name;
@@ -59,6 +60,34 @@ TEST(ParameterLayout, UncoveredRangesAreTheGapsAndTheTail) {
     }
   }
   EXPECT_THROW(ParameterLayout(resolve_model("gpt2")).unit(0).uncovered_ranges(10), Error);
+}
+
+// Gemma 3's block: its tensors in forward order, the q/k norms' gains [head_dim] beside the projection, the
+// post-norms after the branches' outputs; every gain is 1 + w, so its weights start at zero (Llama's at one).
+TEST(ParameterLayout, GemmaBlocksHoldFourNormsAndTheQkNormsStartingAtZero) {
+  const TransformerConfig c = resolve_model("google/gemma-3-1b-pt");
+  const ParameterLayout layout(c);
+  const ParameterUnit& block = layout.unit(layout.block_unit(3));
+  std::vector<std::string> names;
+  for (const ParameterTensor& t : block.tensors) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ln1.weight", "attn.qkv.weight", "attn.q_norm.weight",
+                                             "attn.k_norm.weight", "attn.proj.weight", "attn.post_norm.weight",
+                                             "ln2.weight", "mlp.fc.weight", "mlp.proj.weight",
+                                             "mlp.post_norm.weight"}));
+  EXPECT_EQ(block.tensor("attn.q_norm.weight").shape, Shape{256});
+  EXPECT_EQ(block.tensor("attn.qkv.weight").shape, (Shape{(4 + 2 * 1) * 256, 1152}));
+  EXPECT_EQ(block.tensor("mlp.fc.weight").shape, (Shape{2 * 6912, 1152})) << "gate and up, fused";
+  std::vector<float> values(size_t(block.numel));
+  layout.initialize(layout.block_unit(3), 5, 0, block.numel, values.data());
+  for (const char* gain : {"ln1.weight", "attn.q_norm.weight", "attn.k_norm.weight", "attn.post_norm.weight",
+                           "ln2.weight", "mlp.post_norm.weight"}) {
+    const ParameterTensor& t = block.tensor(gain);
+    EXPECT_EQ(t.init, InitKind::zeros) << gain;
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(values[size_t(t.offset + i)], 0.0f) << gain;
+  }
+  EXPECT_FALSE(layout.unit(layout.final_unit()).has("lm_head")) << "the head is the embedding table";
+  EXPECT_EQ(layout.unit(layout.final_unit()).tensor("ln_f.weight").init, InitKind::zeros);
+  EXPECT_EQ(ParameterLayout(resolve_model("llama-tiny")).unit(1).tensor("ln1.weight").init, InitKind::ones);
 }
 
 TEST(ParameterLayout, AnySliceInitialisesAsTheWholeBufferWould) {
