@@ -2,8 +2,9 @@
 """Writes the golden files that the CPU backend is checked against (tests/models/golden_test.cc).
 
 For each tiny model (GPT-2, OPT, Llama with grouped-query attention, Llama 3 with scaled RoPE and tied
-embeddings, Mistral with a sliding window of half the sequence) this builds the Hugging Face implementation in float64 with random weights (rounded to float32,
-which is what the engine computes in), then records:
+embeddings, Mistral with a sliding window of half the sequence, Gemma 3 with both of its layer types) this builds the
+Hugging Face implementation in float64 with random weights (rounded to float32, which is what the engine computes in),
+then records:
   - the loss and every parameter gradient for one batch (the forward/backward check), and
   - three optimizer steps with torch.optim and clip_grad_norm_ (losses, gradient norms, final weights).
 Adam's eps is 1e-6 rather than 1e-8: Adam divides each gradient element by its own magnitude, so with a
@@ -12,16 +13,16 @@ the comparison would measure conditioning rather than the optimizer's definition
 Weights and gradients are stored under the engine's names and layout (units "embeddings", "block.N",
 "final"; fused qkv and gate/up rows; [out, in] weights), so the C++ side needs no knowledge of Hugging Face.
 
-Usage: python3 tests/reference/make_golden.py [output folder, default: this script's folder]
-Needs torch and transformers (CPU is enough).
+Usage: python3 tests/reference/make_golden.py [output folder, default: this script's folder] [model ...]
+(the models named, all of them by default). Needs torch and transformers (CPU is enough; Gemma 3 needs 4.50 or later).
 """
 import json, math, os, struct, sys
 
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          OPTConfig, OPTForCausalLM)
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig, OPTForCausalLM)
 
 BATCH, SEQ, STEPS = 2, 16, 3
 
@@ -57,6 +58,21 @@ def tiny_models():
             vocab_size=256, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=1000000.0,
             sliding_window=8, tie_word_embeddings=False, attention_dropout=0.0, **common),
+            dict(kind="adamw", lr=1e-2, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1)),
+        # Gemma3ForCausalLM with both layer types (pattern 2: sliding, full, sliding, full), a window of 8 over the
+        # 16 tokens (the local layers' keys t - 8 < u <= t, as every transformers version's eager mask keeps them),
+        # head_dim 32 against a width of 64 over 4 heads, an attention scale of 24^-0.5 (query_pre_attn_scalar, not
+        # head_dim), the full layers' rotary scaled linearly, and the embeddings times sqrt(64) = 8 (exact in float32
+        # and float64 alike). No pad token: Hugging Face's embedding gives the pad token's row no gradient from the
+        # lookup, which the engine does not model (any token trains alike).
+        "gemma3-tiny": (Gemma3ForCausalLM, Gemma3TextConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=32, max_position_embeddings=64, rms_norm_eps=1e-6,
+            hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24, sliding_window=8,
+            sliding_window_pattern=2, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+            rope_scaling={"rope_type": "linear", "factor": 2.0}, attention_bias=False, attention_dropout=0.0,
+            final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True, pad_token_id=None,
+            **common),
             dict(kind="adamw", lr=1e-2, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1)),
     }
 
@@ -96,6 +112,21 @@ def engine_tensors(model, kind, pick):
                     (u, "mlp.fc.weight", pick(layer.fc1.weight)), (u, "mlp.fc.bias", pick(layer.fc1.bias)),
                     (u, "mlp.proj.weight", pick(layer.fc2.weight)), (u, "mlp.proj.bias", pick(layer.fc2.bias))]
         out += [("final", "ln_f.weight", pick(d.final_layer_norm.weight)), ("final", "ln_f.bias", pick(d.final_layer_norm.bias))]
+    elif kind == "gemma3_text":
+        m = model.model
+        out += [("embeddings", "wte", padded_rows(pick(m.embed_tokens.weight)))]
+        for l, layer in enumerate(m.layers):
+            u, a, mlp = f"block.{l}", layer.self_attn, layer.mlp
+            out += [(u, "ln1.weight", pick(layer.input_layernorm.weight)),
+                    (u, "attn.qkv.weight", torch.cat([pick(a.q_proj.weight), pick(a.k_proj.weight), pick(a.v_proj.weight)])),
+                    (u, "attn.q_norm.weight", pick(a.q_norm.weight)), (u, "attn.k_norm.weight", pick(a.k_norm.weight)),
+                    (u, "attn.proj.weight", pick(a.o_proj.weight)),
+                    (u, "attn.post_norm.weight", pick(layer.post_attention_layernorm.weight)),
+                    (u, "ln2.weight", pick(layer.pre_feedforward_layernorm.weight)),
+                    (u, "mlp.fc.weight", torch.cat([pick(mlp.gate_proj.weight), pick(mlp.up_proj.weight)])),
+                    (u, "mlp.proj.weight", pick(mlp.down_proj.weight)),
+                    (u, "mlp.post_norm.weight", pick(layer.post_feedforward_layernorm.weight))]
+        out += [("final", "ln_f.weight", pick(m.norm.weight))]  # the head is the (tied) embedding table
     else:  # llama and mistral (the same modules)
         m = model.model
         out += [("embeddings", "wte", padded_rows(pick(m.embed_tokens.weight)))]
@@ -113,12 +144,14 @@ def engine_tensors(model, kind, pick):
     return out
 
 
-def randomize(model, generator):
-    """Weights away from their neutral initial values (norm gains near 1, non-zero biases), in float32 steps."""
+def randomize(model, generator, kind):
+    """Weights away from their neutral initial values (norm gains near 1, non-zero biases), in float32 steps.
+    Gemma's norms scale by 1 + w: their weights go near 0, the gains near 1."""
+    neutral_gain = 0.0 if kind == "gemma3_text" else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1 and ("norm" in name or "ln" in name):
-                value = 1.0 + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64)
+                value = neutral_gain + 0.1 * torch.randn(p.shape, generator=generator, dtype=torch.float64)
             elif p.dim() == 1:
                 value = 0.05 * torch.randn(p.shape, generator=generator, dtype=torch.float64)
             else:
@@ -160,12 +193,15 @@ def write_safetensors(path, tensors, metadata):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    wanted = set(sys.argv[2:])
     torch.set_grad_enabled(True)
     for index, (name, (cls, config, opt_spec)) in enumerate(tiny_models().items()):
+        if wanted and name not in wanted:
+            continue
         generator = torch.Generator().manual_seed(1000 + index)
         model = cls(config).double().eval()
-        randomize(model, generator)
         kind = config.model_type
+        randomize(model, generator, kind)
         tokens = torch.randint(0, config.vocab_size, (STEPS, BATCH, SEQ + 1), generator=generator)
 
         tensors = {}
