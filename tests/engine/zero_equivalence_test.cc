@@ -249,18 +249,18 @@ TEST_P(OffloadEquivalence, EightBitMomentsTrainAlikeOnEveryStageAndStrategy) {
   TrainingOptions stage0 = plain, fp32_moments = plain;
   stage0.zero.stage = 0;
   fp32_moments.optimizer.moments_8bit = false;
-  // The steps after weights that 8-bit rounding moved by up to kTolerance differ by more than 1e-6: gemma3-tiny's
-  // gradient norm by 1.5e-6 at its third step in stage 3 (two ranks, accumulating).
-  constexpr double kStepTolerance = 1e-5;
+  // The steps after weights that 8-bit rounding moved by up to kTolerance can differ by more than 1e-6: gemma3-tiny's
+  // gradient norm by 1.5e-6 at its third step in stage 3 (two ranks, accumulating). The other models keep 1e-6.
+  const double step_tolerance = GetParam().model == "gemma3-tiny" ? 1e-5 : 1e-6;
   const Outcome reference = train(stage0, &comm), same_stage = train(plain, &comm);
-  expect_equivalent(same_stage, reference, kTolerance, kStepTolerance);
+  expect_equivalent(same_stage, reference, kTolerance, step_tolerance);
   EXPECT_GT(test::relative_error(train(fp32_moments, &comm).params[0], reference.params[0]), 1e-3)
       << "the moments were not quantized";
   test::TempDir dir;
   for (OffloadStrategy strategy : {OffloadStrategy::cpu_optimizer, OffloadStrategy::cpu_full, OffloadStrategy::nvme}) {
     SCOPED_TRACE(offload_strategy_name(strategy));
     expect_equivalent(train(offloaded(plain, strategy, dir.path().string()), &comm), same_stage, kTolerance,
-                      kStepTolerance);
+                      step_tolerance);
   }
   const int64_t units = ParameterLayout(plain.model).units().size();
   for (const float clip : {0.0f, 1e-3f}) {  // no step clips; every step clips
