@@ -2,6 +2,7 @@
 // a softmax scale of the model's own.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -37,6 +38,8 @@ struct AttentionShape {
   ZB_HOST_DEVICE int64_t key_span() const { return banded() ? window : seq; }
   // Whether the scores are scaled by 1/sqrt(head_dim).
   ZB_HOST_DEVICE bool default_scale() const { return softmax_scale == 0; }
+  // The scores' scale: softmax_scale, or 1/sqrt(head_dim) where that is 0 (host code).
+  double scores_scale() const { return default_scale() ? 1.0 / std::sqrt(double(head_dim)) : softmax_scale; }
   ZB_HOST_DEVICE int64_t q_width() const { return heads * head_dim; }
   ZB_HOST_DEVICE int64_t kv_width() const { return kv_heads * head_dim; }
   ZB_HOST_DEVICE int64_t qkv_width() const { return q_width() + 2 * kv_width(); }

@@ -83,11 +83,6 @@ void attention(const Tensor& qkv, const AttentionShape& s, const Tensor& out, co
   ZB_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads ", s.heads, " not a multiple of kv_heads ", s.kv_heads);
   ZB_CHECK(std::isfinite(s.softmax_scale) && s.softmax_scale >= 0, "attention softmax scale ", s.softmax_scale,
            " (0 is 1/sqrt(head_dim))");
-  // The CUDA kernels and cuDNN's graphs compute with 1/sqrt(head_dim): another scale is refused there, not
-  // computed as another model's attention, until they take the shape's.
-  ZB_CHECK(!device.is_cuda() || s.default_scale(), "an attention softmax scale of ", s.softmax_scale,
-           " (query_pre_attn_scalar other than head_dim) is implemented on the CPU backend only so far; the GPU's ",
-           "attention scales by 1/sqrt(head_dim) = ", 1.0 / std::sqrt(double(s.head_dim)));
   expect(qkv, "qkv", Shape{s.tokens(), s.qkv_width()}, qkv.dtype, device);
   expect(out, "attention output", Shape{s.tokens(), s.q_width()}, qkv.dtype, device);
   expect(lse, "attention lse", Shape{s.batch, s.heads, s.seq}, stats_dtype(qkv.dtype), device);

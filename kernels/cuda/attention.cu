@@ -71,7 +71,7 @@ unsigned simple_blocks(int64_t rows) { return blocks_for(rows, kSimpleWarpsPerBl
 
 template <typename T>
 void attention_forward(const T* qkv, const AttentionShape& s, T* out, float* lse, cudaStream_t stream) {
-  const float scale = 1.0f / std::sqrt(float(s.head_dim));
+  const float scale = float(s.scores_scale());
   if constexpr (kFlashSupported<T>) {
     if (s.head_dim == 64) return flash_forward<64>(qkv, s, out, lse, scale, stream);
     if (s.head_dim == 128) return flash_forward<128>(qkv, s, out, lse, scale, stream);
@@ -88,7 +88,7 @@ template <typename T>
 void attention_backward(const T* dout, const T* qkv, const T* out, const float* lse, const AttentionShape& s, T* dqkv,
                         Scratch scratch, cudaStream_t stream) {
   ZB_CHECK(scratch.bytes >= attention_backward_scratch(s), "attention_backward scratch too small");
-  const float scale = 1.0f / std::sqrt(float(s.head_dim));
+  const float scale = float(s.scores_scale());
   auto* delta = static_cast<float*>(scratch.data);
   const int64_t rows = s.batch * s.heads * s.seq;
   attention_delta_kernel<<<simple_blocks(rows), kSimpleWarpsPerBlock * 32, 0, stream>>>(dout, out, s, delta);

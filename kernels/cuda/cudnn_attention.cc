@@ -254,7 +254,6 @@ CudnnAttention::Plans& CudnnAttention::plans_for(const AttentionShape& s, DType 
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   auto plans = std::make_unique<Plans>();
-  plans->scale = float(1.0 / std::sqrt(double(s.head_dim)));
   const int version = int(cudnnGetVersion());
   // -infinity where the fusion engines take it (cuDNN 9.10 on); the lowest float before.
   plans->negative_infinity =
@@ -312,6 +311,7 @@ void CudnnAttention::forward(const void* qkv, const AttentionShape& s, DType dty
   const auto* base = static_cast<const Element*>(qkv);
   const int64_t key_offset = s.q_width(), value_offset = s.q_width() + s.kv_width();
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
+  plans.scale = float(s.scores_scale());  // (a by-value scalar: the plans do not depend on it)
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
   std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),
                               const_cast<Element*>(base + value_offset), out, lse, &plans.scale,
@@ -362,6 +362,7 @@ void CudnnAttention::backward(const void* dout, const void* qkv, const void* out
     rest += 2 * l.per_query_head_bytes();
   }
   cudnn::check(cudnnSetStream(handle_, stream), "cudnnSetStream");
+  plans.scale = float(s.scores_scale());
   std::vector<int64_t> uids{kQ, kK, kV, kO, kDout, kStats, kScale, kNegativeInfinity, kOne, kDq, kDk, kDv,
                             kSoftmaxSum, kDqAccumulator};
   std::vector<void*> pointers{const_cast<Element*>(base), const_cast<Element*>(base + key_offset),

@@ -306,25 +306,6 @@ TEST_P(CudaOps, GegluAndScale) {
   }
 }
 
-// An attention scale other than 1/sqrt(head_dim) (Gemma's query_pre_attn_scalar where it differs) is refused on the
-// GPU, whose kernels do not take it yet, rather than computed with head_dim's.
-TEST_P(CudaOps, RefusesAnAttentionScaleOfItsOwn) {
-  AttentionShape s{1, 16, 2, 1, 64};
-  s.softmax_scale = 1 / std::sqrt(168.0);
-  const Shape qkv{s.tokens(), s.qkv_width()}, o{s.tokens(), s.q_width()}, lse{1, s.heads, s.seq};
-  Tensor g_o = poisoned(o, dt()), g_lse = poisoned(lse, DType::f32), g_dqkv = poisoned(qkv, dt());
-  const Tensor g_qkv = up(normal(qkv.numel()), qkv);
-  try {
-    gpu->attention_forward(g_qkv, s, g_o, g_lse);
-    FAIL() << "a scale of 168^-0.5 ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("query_pre_attn_scalar"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(gpu->attention_backward(up(normal(o.numel()), o), g_qkv, g_o, g_lse, s, g_dqkv), Error);
-  s.softmax_scale = 0;
-  EXPECT_NO_THROW(gpu->attention_forward(g_qkv, s, g_o, g_lse));
-}
-
 struct MatmulCase {
   int64_t n, k, m;
   bool bias;
@@ -530,6 +511,7 @@ TEST(GemmAlgorithmTiming, KeepsTheHeuristicsPickWithinTheMargin) {
 struct AttentionCase {
   int64_t batch, seq, heads, kv_heads, head_dim;
   int64_t window = 0;  // AttentionShape::window: 0, causal over the whole sequence
+  double scale = 0;    // AttentionShape::softmax_scale: 0, 1/sqrt(head_dim)
 };
 
 class CudaAttention : public CudaOps {
@@ -539,8 +521,8 @@ class CudaAttention : public CudaOps {
   std::vector<float> check(const AttentionCase& c, AttentionKernels forward = AttentionKernels::own,
                            AttentionKernels backward = AttentionKernels::own) {
     SCOPED_TRACE(testing::Message() << "B" << c.batch << " T" << c.seq << " H" << c.heads << " KV" << c.kv_heads << " D"
-                                    << c.head_dim << " W" << c.window);
-    const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, c.window};
+                                    << c.head_dim << " W" << c.window << " scale " << c.scale);
+    const AttentionShape s{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, c.window, c.scale};
     const Shape qkv_shape{s.tokens(), s.qkv_width()}, o_shape{s.tokens(), s.q_width()},
         lse_shape{s.batch, s.heads, s.seq};
     auto qkv = normal(qkv_shape.numel()), dout = normal(o_shape.numel());
@@ -608,6 +590,14 @@ TEST_P(CudaAttention, SlidingWindow) {
   check({1, 513, 2, 1, 64, 256});  // a partial last block
 }
 
+// A scale of the scores other than 1/sqrt(head_dim) (Gemma 3's query_pre_attn_scalar^-0.5), with and without a
+// window; the CPU's comparison fails if the GPU kept 1/sqrt(head_dim) (the outputs differ by far more).
+TEST_P(CudaAttention, ScalesTheScoresAsTheShapeSays) {
+  check({1, 130, 4, 2, 128, 0, 1 / std::sqrt(168.0)});
+  check({2, 90, 4, 2, 64, 40, 1 / std::sqrt(24.0)});
+  check({2, 33, 4, 4, 16, 0, 0.5});
+}
+
 // A window as wide as the sequence, or wider, is plain causal attention: the same bits as without a window.
 TEST_P(CudaAttention, WindowAsWideAsTheSequenceIsCausal) {
   const test::RandomInputs fixed = rnd;  // the same inputs for every run
@@ -653,6 +643,14 @@ TEST_P(CudnnAttention, MatchesTheCpu) {
   // Again, with the workspace as the first runs left it (the fp32 query-gradient accumulator lives there).
   check({2, 70, 4, 4, 64}, cudnn, cudnn);
   expect_cudnn_ran(4, 4);
+}
+
+TEST_P(CudnnAttention, ScalesTheScoresAsTheShapeSays) {
+  const auto cudnn = AttentionKernels::cudnn;
+  check({1, 130, 4, 2, 128, 0, 1 / std::sqrt(168.0)}, cudnn, cudnn);
+  check({2, 96, 4, 4, 64, 0, 1 / std::sqrt(24.0)}, cudnn, AttentionKernels::own);  // one log-sum-exp for both
+  check({2, 96, 4, 4, 64, 0}, cudnn, cudnn);  // the default again from the same plans
+  expect_cudnn_ran(3, 2);
 }
 
 TEST_P(CudnnAttention, MixesWithOurKernels) {
