@@ -121,6 +121,11 @@ Rows geglu(const Tensor& inp, const Tensor& out, Device device) {
   return gated(inp, out, "geglu input", "geglu output", device);
 }
 
+void qk_norm_input_gradient(const Tensor& dout, const Tensor& qkv_in, const Tensor& dqkv_in, Device device) {
+  same_shape(qkv_in, dqkv_in, "qk_norm dqkv", device);
+  ZB_CHECK(dqkv_in.data != dout.data || dout.numel() == 0, "qk_norm's backward writes another tensor than dout");
+}
+
 void qk_norm(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, const Tensor& qkv_out,
              const Tensor& rstd, const AttentionShape& s, Device device) {
   ZB_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0, "heads ", s.heads, " not a multiple of kv_heads ", s.kv_heads);

@@ -36,6 +36,9 @@ void rope(const Tensor& qkv, const Tensor& inv_freq, const AttentionShape& shape
 int64_t same_shape(const Tensor& a, const Tensor& b, const char* what, Device device);  // returns numel
 Rows swiglu(const Tensor& inp, const Tensor& out, Device device);                      // returns n, f
 Rows geglu(const Tensor& inp, const Tensor& out, Device device);                       // returns n, f
+// Backend::qk_norm_backward's input gradient: qkv_in's shape, and another tensor than dout (the gains' gradients
+// read dout after dqkv_in is written).
+void qk_norm_input_gradient(const Tensor& dout, const Tensor& qkv_in, const Tensor& dqkv_in, Device device);
 // Backend::qk_norm_forward's tensors (qkv_out also stands for the backward's dout and dqkv_in).
 void qk_norm(const Tensor& qkv_in, const Tensor& q_weight, const Tensor& k_weight, const Tensor& qkv_out,
              const Tensor& rstd, const AttentionShape& shape, Device device);

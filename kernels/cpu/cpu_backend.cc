@@ -181,7 +181,7 @@ void CpuBackend::qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, cons
                                   const AttentionShape& s, Tensor& dqkv_in, Tensor& dq_weight, Tensor& dk_weight,
                                   GradWrite write) {
   checks::qk_norm(qkv_in, q_weight, k_weight, dout, rstd, s, kCpu);
-  checks::same_shape(qkv_in, dqkv_in, "qk_norm dqkv", kCpu);
+  checks::qk_norm_input_gradient(dout, qkv_in, dqkv_in, kCpu);
   checks::norm_weight_gradient(q_weight, dq_weight, kCpu);
   checks::norm_weight_gradient(k_weight, dk_weight, kCpu);
   zero_to_overwrite(write, {&dq_weight, &dk_weight});

@@ -314,7 +314,7 @@ void CudaBackend::qk_norm_backward(const Tensor& dout, const Tensor& qkv_in, con
                                    const AttentionShape& s, Tensor& dqkv_in, Tensor& dq_weight, Tensor& dk_weight,
                                    GradWrite write) {
   checks::qk_norm(qkv_in, q_weight, k_weight, dout, rstd, s, device());
-  checks::same_shape(qkv_in, dqkv_in, "qk_norm dqkv", device());
+  checks::qk_norm_input_gradient(dout, qkv_in, dqkv_in, device());
   checks::norm_weight_gradient(q_weight, dq_weight, device());
   checks::norm_weight_gradient(k_weight, dk_weight, device());
   const cuda::Scratch sc = scratch(cuda::qk_norm_backward_scratch(s));

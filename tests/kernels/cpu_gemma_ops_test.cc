@@ -166,6 +166,11 @@ TEST_F(CpuGemmaOps, QkNormBackwardMatchesFiniteDifferences) {
   std::vector<double> dqkv_frozen(qkv.size(), kNaN);
   backward(dqkv_frozen, Tensor{}, Tensor{}, GradWrite::add);
   EXPECT_EQ(dqkv_frozen, dqkv);
+  // In place over dout is refused: the gains' gradients read dout after the input's gradient is written.
+  Tensor in_place = view(r, {rows, width}), dq_view = view(dq, {d}), dk_view = view(dk, {d});
+  EXPECT_THROW(backend.qk_norm_backward(in_place, view(qkv, {rows, width}), view(qw, {d}), view(kw, {d}),
+                                        view(rstd, {rows, normed}), offset, s, in_place, dq_view, dk_view),
+               Error);
 }
 
 // out = gelu_tanh(gate) * up over rows holding the gate then the up projection; the backward against finite
