@@ -1,6 +1,7 @@
 // Elementwise activations (GELU tanh, ReLU, SwiGLU, GeGLU), the residual add and scaling by a constant.
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/dropout_mask.h"
@@ -50,50 +51,50 @@ void relu_backward(const T* dout, const T* inp, T* dinp, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = inp[i] > 0 ? dout[i] : T(0);
 }
 
-template <typename T>
-void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f) {
+// The gated MLPs' activations over rows holding the gate's f values, then the up projection's: out = act(gate) * up,
+// and the backward, where gradient(g, gate, up) gives {d gate, d up} for the output's gradient g.
+template <typename T, typename Activation>
+void gated_forward(const T* inp, T* out, int64_t n, int64_t f, Activation activated) {
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t j = 0; j < f; ++j) out[row * f + j] = activated(inp[row * 2 * f + j], inp[row * 2 * f + f + j]);
+  }
+}
+
+template <typename T, typename Gradient>
+void gated_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f, Gradient gradient) {
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < n; ++row) {
     for (int64_t j = 0; j < f; ++j) {
-      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
-      out[row * f + j] = gate / (1 + std::exp(-gate)) * up;
+      const auto [d_gate, d_up] = gradient(dout[row * f + j], inp[row * 2 * f + j], inp[row * 2 * f + f + j]);
+      dinp[row * 2 * f + j] = d_gate;
+      dinp[row * 2 * f + f + j] = d_up;
     }
   }
+}
+
+template <typename T>
+void swiglu_forward(const T* inp, T* out, int64_t n, int64_t f) {
+  gated_forward(inp, out, n, f, [](T gate, T up) { return gate / (1 + std::exp(-gate)) * up; });
 }
 
 template <typename T>
 void swiglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < n; ++row) {
-    for (int64_t j = 0; j < f; ++j) {
-      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
-      const T sig = 1 / (1 + std::exp(-gate));
-      const T g = dout[row * f + j];
-      dinp[row * 2 * f + j] = g * up * sig * (1 + gate * (1 - sig));  // d silu(x)/dx = s (1 + x (1 - s))
-      dinp[row * 2 * f + f + j] = g * gate * sig;
-    }
-  }
+  gated_backward(dout, inp, dinp, n, f, [](T g, T gate, T up) {
+    const T sig = 1 / (1 + std::exp(-gate));
+    return std::pair<T, T>{g * up * sig * (1 + gate * (1 - sig)), g * gate * sig};  // d silu/dx = s (1 + x (1 - s))
+  });
 }
 
 template <typename T>
 void geglu_forward(const T* inp, T* out, int64_t n, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < n; ++row) {
-    for (int64_t j = 0; j < f; ++j) out[row * f + j] = gelu(inp[row * 2 * f + j]) * inp[row * 2 * f + f + j];
-  }
+  gated_forward(inp, out, n, f, [](T gate, T up) { return gelu(gate) * up; });
 }
 
 template <typename T>
 void geglu_backward(const T* dout, const T* inp, T* dinp, int64_t n, int64_t f) {
-#pragma omp parallel for schedule(static)
-  for (int64_t row = 0; row < n; ++row) {
-    for (int64_t j = 0; j < f; ++j) {
-      const T gate = inp[row * 2 * f + j], up = inp[row * 2 * f + f + j];
-      const T g = dout[row * f + j];
-      dinp[row * 2 * f + j] = g * up * gelu_grad(gate);
-      dinp[row * 2 * f + f + j] = g * gelu(gate);
-    }
-  }
+  gated_backward(dout, inp, dinp, n, f,
+                 [](T g, T gate, T up) { return std::pair<T, T>{g * up * gelu_grad(gate), g * gelu(gate)}; });
 }
 
 template <typename T>
