@@ -54,13 +54,47 @@ struct Summary {
   std::optional<double> median, worst;
 };
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 Summary summarise(std::vector<double> errors) {
   if (errors.empty()) return {};
   for (double& e : errors) e = std::abs(e);
-  std::sort(errors.begin(), errors.end());
-  const size_t n = errors.size();
-  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-  return {median, errors.back()};
+  return {median_of(errors), *std::max_element(errors.begin(), errors.end())};
+}
+
+// The rows of one configuration and status (the records of its repeats) as one, in the order of first appearance:
+// the median of their measured steps and peaks, with the steps' range.
+std::vector<ValidationRow> merge_repeats(const std::vector<ValidationRow>& rows) {
+  std::vector<ValidationRow> merged;
+  std::vector<std::vector<double>> steps, peaks;
+  for (const ValidationRow& row : rows) {
+    auto same = std::find_if(merged.begin(), merged.end(), [&](const ValidationRow& m) {
+      return m.label == row.label && m.status == row.status;
+    });
+    size_t i = size_t(same - merged.begin());
+    if (same == merged.end()) {
+      merged.push_back(row);
+      merged.back().runs = 0;
+      steps.emplace_back();
+      peaks.emplace_back();
+    }
+    ++merged[i].runs;
+    if (row.measured_ms) steps[i].push_back(*row.measured_ms);
+    if (row.measured_peak_gb) peaks[i].push_back(*row.measured_peak_gb);
+  }
+  for (size_t i = 0; i < merged.size(); ++i) {
+    if (!steps[i].empty()) {
+      merged[i].measured_ms = median_of(steps[i]);
+      merged[i].fastest_ms = *std::min_element(steps[i].begin(), steps[i].end());
+      merged[i].slowest_ms = *std::max_element(steps[i].begin(), steps[i].end());
+    }
+    if (!peaks[i].empty()) merged[i].measured_peak_gb = median_of(peaks[i]);
+  }
+  return merged;
 }
 
 }  // namespace
@@ -123,6 +157,7 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
       }
     }
   }
+  v.rows = merge_repeats(v.rows);
   std::vector<double> time_errors, memory_errors;
   for (const ValidationRow& row : v.rows) {
     if (auto e = row.time_error_pct()) time_errors.push_back(*e);
@@ -136,12 +171,17 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
 
 std::string validation_report(const Validation& v) {
   std::vector<std::vector<std::string>> rows{{"Configuration", "Status", "Step (measured)", "Step (predicted)", "Error",
-                                              "Peak (measured)", "Peak (predicted)", "Error"}};
+                                              "Peak (measured)", "Peak (predicted)", "Error", "Runs"}};
   for (const ValidationRow& r : v.rows) {
+    std::string runs = std::to_string(r.runs);
+    if (r.runs > 1 && r.fastest_ms) {
+      runs += cat(" (", table_number(r.fastest_ms, "%.1f"), "-", table_number(r.slowest_ms, "%.1f ms"), ")");
+    }
     rows.push_back(
         {r.label, r.status, table_number(r.measured_ms, "%.1f ms"), table_number(r.predicted_ms, "%.1f ms"),
          table_number(r.time_error_pct(), "%+.1f%%"), r.measured_peak_gb ? memory_text(*r.measured_peak_gb) : "-",
-         r.predicted_peak_gb ? memory_text(*r.predicted_peak_gb) : "-", table_number(r.memory_error_pct(), "%+.2f%%")});
+         r.predicted_peak_gb ? memory_text(*r.predicted_peak_gb) : "-", table_number(r.memory_error_pct(), "%+.2f%%"),
+         runs});
     if (!r.note.empty()) rows.back().back() += "  (" + r.note + ")";
   }
   std::string out = text_table(rows);

@@ -14,10 +14,12 @@
 namespace zb {
 
 struct ValidationRow {
-  std::string file, label;  // the record's file, and its configuration
+  std::string file, label;  // the (first) record's file, and its configuration
   int world = 1;
-  std::string status;                            // the record's: "ok", "oom", "error"
-  std::optional<double> measured_ms, predicted_ms;
+  std::string status;  // the records': "ok", "oom", "error"
+  int runs = 1;        // the records of this configuration and status
+  std::optional<double> measured_ms, predicted_ms;  // measured: the median of the runs' steps
+  std::optional<double> fastest_ms, slowest_ms;     // the runs' range, where there are several
   std::optional<double> measured_peak_gb, predicted_peak_gb;
   bool predicted_fit = true;
   std::string note;  // why a figure is missing

@@ -124,6 +124,36 @@ TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
   EXPECT_NE(r.output.find("step time: median error"), std::string::npos);
 }
 
+// Repeats of a configuration (the same records again, their steps 2x and 10x as long) are one row, compared at the
+// median run: a one-rank basis, predicted as its first run measured, is then 50% under (the mean would give 77%).
+TEST_F(PlanProgram, ComparesRepeatsAtTheirMedianRun) {
+  TempDir dir;
+  std::string files = records(), repeats;
+  for (const double factor : {2.0, 10.0}) {
+    std::istringstream listed(files);
+    for (std::string file; listed >> file;) {
+      Json records = read_json(file);
+      for (Json& record : records)
+        if (record.at("status") == "ok") record["avg_step_time_ms"] = record.at("avg_step_time_ms").get<double>() * factor;
+      const fs::path copy = dir.path() / (std::to_string(int(factor)) + "x_" + fs::path(file).filename().string());
+      std::ofstream(copy) << records.dump();
+      repeats.append(" ").append(copy.string());
+    }
+  }
+  const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + files + repeats);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("11 configuration(s) predicted"), std::string::npos) << r.output;
+  const size_t row = r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1");
+  ASSERT_NE(row, std::string::npos) << r.output;
+  std::vector<std::string> cells;
+  std::istringstream line(r.output.substr(row, r.output.find('\n', row) - row));
+  for (std::string cell; std::getline(line, cell, '|');)
+    cells.push_back(cell.substr(cell.find_first_not_of(' '), cell.find_last_not_of(' ') - cell.find_first_not_of(' ') + 1));
+  ASSERT_EQ(cells.size(), 9u) << r.output;
+  EXPECT_EQ(cells[4], "-50.0%") << r.output;
+  EXPECT_EQ(cells[8].substr(0, 3), "3 (") << "three runs and their range: " << r.output;
+}
+
 TEST_F(PlanProgram, PlansANodeAndWritesEveryConfigurationAndTheBestAsADeepSpeedConfig) {
   TempDir out;
   const ProgramResult r = plan_node(out, "--gpu-memory-gb 1 --min-headroom-gb 0.5 --gpu-hour-usd 2");
