@@ -23,12 +23,14 @@
 #             LORA_RANK (default 16), train without LoRA (full fine-tuning: 127 GB, an H200), and the PyTorch reference
 #             with the same adapters, ROUNDS (default 1) alternating rounds
 # GPUS (default: all visible), STEPS (20) and WARMUP (5) set the zero and scaling runs; ZERO_ARGS adds flags to them.
+# SEQ (default 1024) is the sequence length of the zero and torch parts (their files are named _t<SEQ> where not 1024).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 out=${1:?usage: scripts/gpu_suite.sh OUTPUT_DIR PART ...}
 shift
-gpus=${GPUS:-$(nvidia-smi -L | wc -l)} steps=${STEPS:-20} warmup=${WARMUP:-5}
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)} steps=${STEPS:-20} warmup=${WARMUP:-5} seq=${SEQ:-1024}
+seq_part=; [[ $seq != 1024 ]] && seq_part=_t$seq
 mkdir -p "$out"
 mpi=(mpirun --bind-to none --oversubscribe)
 
@@ -73,9 +75,9 @@ run_gtests() {
 run_zero() {
   for c in ${ZERO_CASES:-gpt2-xl:8 llama-2-7b:2}; do
     local model=${c%%:*} batch=${c##*:}
-    local dir="$out/zero_$(file_part "$model")_b${batch}_np${gpus}${LABEL:+_$LABEL}"
+    local dir="$out/zero_$(file_part "$model")_b${batch}${seq_part}_np${gpus}${LABEL:+_$LABEL}"
     # shellcheck disable=SC2086
-    launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length 1024 \
+    launch "${mpi[@]}" -np "$gpus" build-gpu/bin/zero_bench --model "$model" --batch-size "$batch" --seq-length "$seq" \
       --num-steps "$steps" --warmup-steps "$warmup" --output-dir "$dir" ${ZERO_ARGS:-} > "$dir.log" 2>&1 \
       || tail -5 "$dir.log"
   done
@@ -86,9 +88,9 @@ run_torch() {
     local model=${c%%:*} batch=${c##*:}
     for mode in ${TORCH_MODES-fsdp ddp}; do
       PYTHONUNBUFFERED=1 launch torchrun --standalone --nproc_per_node "$gpus" "$reference" --model "$(short_name "$model")" \
-        -B "$batch" -T 1024 --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
-        > "$out/torch_$(file_part "$model")_b${batch}_${mode}_np${gpus}.json" \
-        2> "$out/torch_$(file_part "$model")_b${batch}_${mode}_np${gpus}.err"
+        -B "$batch" -T "$seq" --steps "${TORCH_STEPS:-12}" --warmup "${TORCH_WARMUP:-4}" --mode "$mode" \
+        > "$out/torch_$(file_part "$model")_b${batch}${seq_part}_${mode}_np${gpus}.json" \
+        2> "$out/torch_$(file_part "$model")_b${batch}${seq_part}_${mode}_np${gpus}.err"
     done
   done
 }

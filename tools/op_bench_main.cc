@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <random>
 
 #include "bench/cli.h"
@@ -210,22 +211,35 @@ int run(const Flags& f) {
                    gpu.gelu_backward(outp, act, dact);
                });
   }
-  {
-    const AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim};
+  // Each distinct attention of the model (Gemma 3's local and global layers, Mistral v0.1's band) on its own shape,
+  // with the number of layers that take it.
+  std::map<int64_t, int64_t> layers_by_window;
+  for (int64_t l = 0; l < L; ++l) ++layers_by_window[c.layer_window(l)];
+  for (const auto& [window, layers] : layers_by_window) {
+    AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim, window};
+    s.softmax_scale = c.attention_softmax_scale();
     Tensor qkv = bench.random({n, s.qkv_width()}), o = bench.random({n, s.q_width()});
     Tensor lse = bench.random({f.batch, c.n_head, f.seq}, 1, DType::f32), dqkv = bench.random({n, s.qkv_width()});
     const Tensor dout = bench.random({n, s.q_width()});
-    // Causal: half of the T x T products. Forward 2 of them, backward 5 (dV, dP, dK, dQ and P once more).
-    const double product = 2.0 * f.batch * c.n_head * f.seq * f.seq * c.head_dim / 2;
+    // The products of the keys each query attends (causal, within the window). Forward 2 of them, backward 5 (dV,
+    // dP, dK, dQ and P once more).
+    double keys = 0;
+    for (int64_t t = 0; t < f.seq; ++t) keys += double(t - s.first_key(t) + 1);
+    const double product = 2.0 * f.batch * c.n_head * keys * c.head_dim;
+    const std::string band = s.banded() ? " (window " + std::to_string(window) + ")" : "";
     // Ours and cuDNN's fused graphs on the same shape; the step counts the ones training would take.
     for (const AttentionKernels kernels : {AttentionKernels::own, AttentionKernels::cudnn}) {
       use(&BackendOptions::attention, kernels);
-      const double count = kernels == taken.attention ? double(L) : 0.0;
-      const std::string whose = kernels == AttentionKernels::own ? "ours" : "cuDNN";
+      const double count = kernels == taken.attention ? double(layers) : 0.0;
+      const std::string whose = (kernels == AttentionKernels::own ? "ours" : "cuDNN") + band;
       bench.time("attention forward, " + whose, count, 2 * product, 0, [&] { gpu.attention_forward(qkv, s, o, lse); });
       bench.time("attention backward, " + whose, count, 5 * product, 0,
                  [&] { gpu.attention_backward(dout, qkv, o, lse, s, dqkv); });
     }
+  }
+  {
+    const AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim};
+    Tensor qkv = bench.random({n, s.qkv_width()});
     gpu.set_options(taken);
     std::printf("%s\n", gpu.kernel_choices().c_str());
     if (c.position == PositionKind::rotary) {

@@ -680,6 +680,18 @@ TEST_P(CudnnAttention, SlidingWindow) {
   expect_cudnn_ran(3, 3);
 }
 
+// Head size 256 (Gemma 3: four query heads over one key/value head, its own scale, local layers' window): cuDNN's
+// graphs on Hopper and later, where its backward takes head sizes up to 256 (our flash kernels stop at 128).
+TEST_P(CudnnAttention, HeadSize256) {
+  const auto cudnn = AttentionKernels::cudnn;
+  check({1, 130, 4, 1, 256, 0, 1 / std::sqrt(256.0)}, cudnn, cudnn);
+  check({2, 200, 4, 1, 256, 64, 1 / std::sqrt(256.0)}, cudnn, cudnn);
+  int major = 0;
+  ZB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 9) GTEST_SKIP() << "cuDNN's backward takes head size 256 from Hopper on";
+  expect_cudnn_ran(2, 2);
+}
+
 class CudaRope : public CudaOps {
  protected:
   void check(const AttentionShape& s) {

@@ -1,6 +1,6 @@
 // The CUDA backend against Hugging Face's model classes: the golden files of tests/reference/make_golden.py (tiny
-// GPT-2, OPT, Llama, Llama 3 and Mistral in float64) loaded into the GPU's store, one batch's loss and every
-// parameter's gradient compared. fp32 within 2e-5 (the CPU's 1e-5 to the files plus the GPU's 1e-5 to the CPU in
+// GPT-2, OPT, Llama, Llama 3, Mistral and Gemma 3 in float64) loaded into the GPU's store, one batch's logits, loss
+// and every parameter's gradient compared. fp32 within 2e-5 (the CPU's 1e-5 to the files plus the GPU's 1e-5 to the CPU in
 // cuda_training_test); bf16 and fp16 within the bounds cuda_training_test holds the GPU's 16-bit passes to against
 // the CPU (the weights rounded to the dtype first). Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -48,7 +48,7 @@ class GoldenOnGpu : public ::testing::TestWithParam<std::tuple<std::string, DTyp
   int64_t batch = 0, seq = 0;
 };
 
-TEST_P(GoldenOnGpu, ForwardAndBackwardMatchHuggingFace) {
+TEST_P(GoldenOnGpu, LogitsLossAndGradientsMatchHuggingFace) {
   const DType dtype = std::get<1>(GetParam());
   const Bounds bounds = bounds_of(dtype);
   const ParameterLayout layout(config);
@@ -66,7 +66,15 @@ TEST_P(GoldenOnGpu, ForwardAndBackwardMatchHuggingFace) {
 
   test::GoldenTokens tokens(file->at("tokens").to_ints(), batch, seq);
   const TokenBatch b = tokens.next_batch();
-  const double loss = model.forward_backward(upload_ids(b.inputs), upload_ids(b.targets));
+  const Tensor inputs = upload_ids(b.inputs), targets = upload_ids(b.targets);
+  // The logits of a forward alone (the backward overwrites them with their gradient), within the gradients' bound.
+  model.forward(inputs, targets);
+  EXPECT_LE(relative_error(test::vocabulary_columns(download(model.activations().logits), batch * seq,
+                                                    config.vocab_size),
+                           file->at("logits").to_doubles()),
+            bounds.gradient)
+      << "logits";
+  const double loss = model.forward_backward(inputs, targets);
   const double expected = std::stod(file->metadata().at("loss").get<std::string>());
   EXPECT_LE(std::abs(loss - expected) / expected, bounds.loss) << "loss " << loss << " vs Hugging Face " << expected;
   for (size_t u = 0; u < layout.units().size(); ++u) {
@@ -82,7 +90,8 @@ TEST_P(GoldenOnGpu, ForwardAndBackwardMatchHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, GoldenOnGpu,
-    ::testing::Combine(::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny", "mistral-tiny"),
+    ::testing::Combine(::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny", "mistral-tiny",
+                                         "gemma3-tiny"),
                        ::testing::Values(DType::f32, DType::bf16, DType::f16)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param) + "_" + std::string(dtype_name(std::get<1>(param_info.param)));

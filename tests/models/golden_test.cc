@@ -1,8 +1,8 @@
-// The CPU backend against PyTorch: the golden files written by tests/reference/make_golden.py hold, for tiny
-// GPT-2, OPT, Llama (grouped-query attention), Llama 3 (scaled RoPE, tied embeddings) and Mistral (a sliding
-// window of half the sequence) models built with Hugging Face's own classes in float64: the weights, the loss and
-// every gradient for one batch, and three optimizer steps with gradient clipping. Our fp32 forward/backward must
-// agree to 1e-5 relative error. (golden_gpu_test holds the CUDA backend to the same files.)
+// The CPU backend against Hugging Face: the golden files written by tests/reference/make_golden.py hold, for tiny
+// GPT-2, OPT, Llama (grouped-query attention), Llama 3 (scaled RoPE, tied embeddings), Mistral (a sliding window of
+// half the sequence) and Gemma 3 (local and global layers, q/k norms, post-norms, GeGLU) models built with Hugging
+// Face's own classes in float64: the weights, the logits, the loss and every gradient for one batch, and three
+// optimizer steps with gradient clipping. Our fp32 forward/backward must agree to 1e-5 relative error. (golden_gpu_test holds the CUDA backend to the same files.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -66,7 +66,7 @@ class Golden : public ::testing::TestWithParam<std::string> {
   TrackingAllocator allocator{std::make_unique<HostMemory>()};
 };
 
-TEST_P(Golden, ForwardAndBackwardMatchPyTorch) {
+TEST_P(Golden, LogitsLossAndGradientsMatchHuggingFace) {
   ParameterLayout layout(config);
   ParameterStore store(layout, allocator, DType::f32, OptimizerStateFormat{});
   store.initialize(backend, 7);
@@ -77,9 +77,17 @@ TEST_P(Golden, ForwardAndBackwardMatchPyTorch) {
 
   test::GoldenTokens tokens(file->at("tokens").to_ints(), batch, seq);
   TokenBatch b = tokens.next_batch();
+  // The logits of a forward alone (the backward overwrites them with their gradient).
+  model.forward(test::view(b.inputs), test::view(b.targets));
+  const Tensor& logits = model.activations().logits;
+  const std::vector<float> padded(logits.as<float>(), logits.as<float>() + logits.numel());
+  EXPECT_LE(relative_error(test::vocabulary_columns(padded, batch * seq, config.vocab_size),
+                           file->at("logits").to_doubles()),
+            kTolerance)
+      << "logits";
   const double loss = model.forward_backward(test::view(b.inputs), test::view(b.targets));
   const double expected = std::stod(file->metadata().at("loss").get<std::string>());
-  EXPECT_LE(std::abs(loss - expected) / expected, kTolerance) << "loss " << loss << " vs PyTorch " << expected;
+  EXPECT_LE(std::abs(loss - expected) / expected, kTolerance) << "loss " << loss << " vs Hugging Face " << expected;
 
   for (size_t u = 0; u < layout.units().size(); ++u) {
     for (const ParameterTensor& t : layout.unit(u).tensors) {
@@ -134,7 +142,8 @@ TEST_P(Golden, OptimizerStepsWithClippingMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, Golden,
-                         ::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny", "mistral-tiny"),
+                         ::testing::Values("gpt2-tiny", "opt-tiny", "llama-tiny", "llama3-tiny", "mistral-tiny",
+                                           "gemma3-tiny"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

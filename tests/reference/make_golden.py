@@ -5,7 +5,7 @@ For each tiny model (GPT-2, OPT, Llama with grouped-query attention, Llama 3 wit
 embeddings, Mistral with a sliding window of half the sequence, Gemma 3 with both of its layer types) this builds the
 Hugging Face implementation in float64 with random weights (rounded to float32, which is what the engine computes in),
 then records:
-  - the loss and every parameter gradient for one batch (the forward/backward check), and
+  - the logits, the loss and every parameter gradient for one batch (the forward/backward check), and
   - three optimizer steps with torch.optim and clip_grad_norm_ (losses, gradient norms, final weights).
 Adam's eps is 1e-6 rather than 1e-8: Adam divides each gradient element by its own magnitude, so with a
 tiny eps the float32-versus-float64 rounding of the smallest gradients decides their update's direction and
@@ -112,32 +112,23 @@ def engine_tensors(model, kind, pick):
                     (u, "mlp.fc.weight", pick(layer.fc1.weight)), (u, "mlp.fc.bias", pick(layer.fc1.bias)),
                     (u, "mlp.proj.weight", pick(layer.fc2.weight)), (u, "mlp.proj.bias", pick(layer.fc2.bias))]
         out += [("final", "ln_f.weight", pick(d.final_layer_norm.weight)), ("final", "ln_f.bias", pick(d.final_layer_norm.bias))]
-    elif kind == "gemma3_text":
-        m = model.model
-        out += [("embeddings", "wte", padded_rows(pick(m.embed_tokens.weight)))]
-        for l, layer in enumerate(m.layers):
-            u, a, mlp = f"block.{l}", layer.self_attn, layer.mlp
-            out += [(u, "ln1.weight", pick(layer.input_layernorm.weight)),
-                    (u, "attn.qkv.weight", torch.cat([pick(a.q_proj.weight), pick(a.k_proj.weight), pick(a.v_proj.weight)])),
-                    (u, "attn.q_norm.weight", pick(a.q_norm.weight)), (u, "attn.k_norm.weight", pick(a.k_norm.weight)),
-                    (u, "attn.proj.weight", pick(a.o_proj.weight)),
-                    (u, "attn.post_norm.weight", pick(layer.post_attention_layernorm.weight)),
-                    (u, "ln2.weight", pick(layer.pre_feedforward_layernorm.weight)),
-                    (u, "mlp.fc.weight", torch.cat([pick(mlp.gate_proj.weight), pick(mlp.up_proj.weight)])),
-                    (u, "mlp.proj.weight", pick(mlp.down_proj.weight)),
-                    (u, "mlp.post_norm.weight", pick(layer.post_feedforward_layernorm.weight))]
-        out += [("final", "ln_f.weight", pick(m.norm.weight))]  # the head is the (tied) embedding table
-    else:  # llama and mistral (the same modules)
-        m = model.model
+    else:  # llama, mistral and gemma3_text: the same modules, Gemma 3 adding q/k norms and a norm after each branch
+        m, gemma = model.model, kind == "gemma3_text"
         out += [("embeddings", "wte", padded_rows(pick(m.embed_tokens.weight)))]
         for l, layer in enumerate(m.layers):
             u, a, mlp = f"block.{l}", layer.self_attn, layer.mlp
             out += [(u, "ln1.weight", pick(layer.input_layernorm.weight)),
                     (u, "attn.qkv.weight", torch.cat([pick(a.q_proj.weight), pick(a.k_proj.weight), pick(a.v_proj.weight)])),
                     (u, "attn.proj.weight", pick(a.o_proj.weight)),
-                    (u, "ln2.weight", pick(layer.post_attention_layernorm.weight)),
                     (u, "mlp.fc.weight", torch.cat([pick(mlp.gate_proj.weight), pick(mlp.up_proj.weight)])),
                     (u, "mlp.proj.weight", pick(mlp.down_proj.weight))]
+            if gemma:  # Gemma's post_attention_layernorm is the attention branch's post-norm, not the MLP's input norm
+                out += [(u, "attn.q_norm.weight", pick(a.q_norm.weight)), (u, "attn.k_norm.weight", pick(a.k_norm.weight)),
+                        (u, "attn.post_norm.weight", pick(layer.post_attention_layernorm.weight)),
+                        (u, "ln2.weight", pick(layer.pre_feedforward_layernorm.weight)),
+                        (u, "mlp.post_norm.weight", pick(layer.post_feedforward_layernorm.weight))]
+            else:
+                out += [(u, "ln2.weight", pick(layer.post_attention_layernorm.weight))]
         out += [("final", "ln_f.weight", pick(m.norm.weight))]
         if not model.config.tie_word_embeddings:
             out += [("final", "lm_head", padded_rows(pick(model.lm_head.weight)))]
@@ -159,9 +150,9 @@ def randomize(model, generator, kind):
             p.copy_(value.float().double())
 
 
-def loss_of(model, tokens):
+def logits_and_loss(model, tokens):
     logits = model(input_ids=tokens[:, :-1]).logits
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
 def make_optimizer(model, spec):
@@ -207,7 +198,8 @@ def main():
         tensors = {}
         for unit, tname, value in engine_tensors(model, kind, lambda p: p.detach()):
             tensors[f"params/{unit}/{tname}"] = value.float()
-        loss = loss_of(model, tokens[0])
+        logits, loss = logits_and_loss(model, tokens[0])
+        tensors["logits"] = logits.detach().reshape(-1, config.vocab_size).float()  # [batch x seq, vocab]
         loss.backward()
         for unit, tname, value in engine_tensors(model, kind, lambda p: p.grad):
             tensors[f"grads/{unit}/{tname}"] = value.float()
@@ -219,7 +211,7 @@ def main():
         losses, norms = [], []
         for step in range(STEPS):
             optimizer.zero_grad(set_to_none=True)
-            step_loss = loss_of(model, tokens[step])
+            _, step_loss = logits_and_loss(model, tokens[step])
             step_loss.backward()
             norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), clip).item())
             optimizer.step()

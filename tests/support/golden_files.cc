@@ -45,6 +45,17 @@ std::vector<std::string> golden_tensors_outside(const SafetensorsFile& file, con
   return outside;
 }
 
+std::vector<float> vocabulary_columns(const std::vector<float>& logits, int64_t rows, int64_t vocab) {
+  const int64_t width = rows > 0 ? int64_t(logits.size()) / rows : 0;
+  if (width < vocab || width * rows != int64_t(logits.size())) {
+    throw std::runtime_error(cat(logits.size(), " logits are not ", rows, " rows of at least ", vocab));
+  }
+  std::vector<float> out;
+  out.reserve(size_t(rows * vocab));
+  for (int64_t r = 0; r < rows; ++r) out.insert(out.end(), logits.begin() + r * width, logits.begin() + r * width + vocab);
+  return out;
+}
+
 TokenBatch GoldenTokens::next_batch() {
   TokenBatch b;
   const int64_t base = step_++ * batch_ * (seq_ + 1);

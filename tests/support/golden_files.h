@@ -28,6 +28,10 @@ std::vector<float> golden_unit_values(const SafetensorsFile& file, const std::st
 std::vector<std::string> golden_tensors_outside(const SafetensorsFile& file, const std::string& prefix,
                                                 const ParameterLayout& layout);
 
+// The logits of a forward pass as the engine keeps them ([rows, padded vocabulary], row after row) cut to the first
+// `vocab` columns of each row: the layout of the file's "logits" ([batch x seq, vocab]).
+std::vector<float> vocabulary_columns(const std::vector<float>& logits, int64_t rows, int64_t vocab);
+
 // The file's "tokens": batch rows of seq + 1 tokens a step, inputs and the targets one position on.
 class GoldenTokens final : public TokenSource {
  public:
