@@ -66,15 +66,19 @@ Summary summarise(std::vector<double> errors) {
   return {median_of(errors), *std::max_element(errors.begin(), errors.end())};
 }
 
+bool same_configuration(const ValidationRow& a, const ValidationRow& b) {
+  return a.label == b.label && a.seq == b.seq && a.dtype == b.dtype && a.optimizer == b.optimizer &&
+         a.status == b.status;
+}
+
 // The rows of one configuration and status (the records of its repeats) as one, in the order of first appearance:
 // the median of their measured steps and peaks, with the steps' range.
 std::vector<ValidationRow> merge_repeats(const std::vector<ValidationRow>& rows) {
   std::vector<ValidationRow> merged;
   std::vector<std::vector<double>> steps, peaks;
   for (const ValidationRow& row : rows) {
-    auto same = std::find_if(merged.begin(), merged.end(), [&](const ValidationRow& m) {
-      return m.label == row.label && m.status == row.status;
-    });
+    auto same = std::find_if(merged.begin(), merged.end(),
+                             [&](const ValidationRow& m) { return same_configuration(m, row); });
     size_t i = size_t(same - merged.begin());
     if (same == merged.end()) {
       merged.push_back(row);
@@ -95,6 +99,21 @@ std::vector<ValidationRow> merge_repeats(const std::vector<ValidationRow>& rows)
     if (!peaks[i].empty()) merged[i].measured_peak_gb = median_of(peaks[i]);
   }
   return merged;
+}
+
+// Appends the sequence length, dtype and optimizer to every row's label where the rows differ in them.
+void name_what_differs(std::vector<ValidationRow>& rows) {
+  auto differ = [&](auto field) {
+    return std::any_of(rows.begin(), rows.end(), [&](const ValidationRow& r) { return field(r) != field(rows[0]); });
+  };
+  const bool seqs = differ([](const ValidationRow& r) { return cat(r.seq); });
+  const bool dtypes = differ([](const ValidationRow& r) { return r.dtype; });
+  const bool optimizers = differ([](const ValidationRow& r) { return r.optimizer; });
+  for (ValidationRow& r : rows) {
+    if (seqs) r.label += cat(", seq ", r.seq);
+    if (dtypes) r.label += ", " + r.dtype;
+    if (optimizers) r.label += ", " + r.optimizer;
+  }
 }
 
 }  // namespace
@@ -136,6 +155,9 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
         const CollectiveLinks links = cluster_links(cluster, profile);
         const PlannedConfiguration planned = plan_configuration(profile, options, cluster, links, 0, std::nullopt);
         row.label = cat(row.world, " GPU", row.world > 1 ? "s" : "", ", ", planned.label());
+        row.seq = options.seq;
+        row.dtype = std::string(dtype_name(options.dtype));
+        row.optimizer = optimizer_name(options.optimizer);
         row.predicted_peak_gb = double(planned.memory.peak) / 1e9;
         row.predicted_fit = planned.fits;
         if (planned.time)
@@ -146,7 +168,7 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
           row.measured_ms = number(r, "avg_step_time_ms");
           row.measured_peak_gb = number(r, "gpu_peak_gb");
         } else if (row.status == "oom" && planned.fits && cluster.gpu_memory_gb) {
-          ++v.false_fits;
+          row.false_fit = true;
           row.note = "ran out of memory where the plan says it fits";
         }
         v.rows.push_back(row);
@@ -158,6 +180,8 @@ Validation validate_plan(const PlanProfile& profile, const std::vector<std::stri
     }
   }
   v.rows = merge_repeats(v.rows);
+  if (!v.rows.empty()) name_what_differs(v.rows);
+  v.false_fits = int(std::count_if(v.rows.begin(), v.rows.end(), [](const ValidationRow& r) { return r.false_fit; }));
   std::vector<double> time_errors, memory_errors;
   for (const ValidationRow& row : v.rows) {
     if (auto e = row.time_error_pct()) time_errors.push_back(*e);

@@ -18,6 +18,10 @@ struct ValidationRow {
   int world = 1;
   std::string status;  // the records': "ok", "oom", "error"
   int runs = 1;        // the records of this configuration and status
+  // What the label leaves out and the prediction reads; the label names them where the records differ in them.
+  int64_t seq = 0;
+  std::string dtype, optimizer;
+  bool false_fit = false;  // ran out of memory where the plan says it fits
   std::optional<double> measured_ms, predicted_ms;  // measured: the median of the runs' steps
   std::optional<double> fastest_ms, slowest_ms;     // the runs' range, where there are several
   std::optional<double> measured_peak_gb, predicted_peak_gb;
@@ -31,7 +35,7 @@ struct Validation {
   std::vector<ValidationRow> rows;
   std::optional<double> median_time_error_pct, worst_time_error_pct;  // absolute errors
   std::optional<double> median_memory_error_pct, worst_memory_error_pct;
-  int false_fits = 0;
+  int false_fits = 0;  // configurations (not records) that ran out of memory where the plan says they fit
   std::vector<std::string> skipped;  // records of another model, LoRA records, ...: why each was left out
 };
 

@@ -6,7 +6,7 @@
 #   build     configure and build Release into build-gpu/ (sm_90), then the ctest tests matching TESTS (default:
 #             the per-rank and multi-GPU tests)
 #   gtests    the MPI GPU tests of cuda_zero_test matching GTEST_FILTER (default "CudaZeroPipelined*") on GPUS ranks
-#   zero      mpirun -np GPUS zero_bench at its defaults for each of ZERO_CASES (MODEL:BATCH, seq 1024; default
+#   zero      mpirun -np GPUS zero_bench at its defaults for each of ZERO_CASES (MODEL:BATCH, seq SEQ; default
 #             "gpt2-xl:8 llama-2-7b:2"); LABEL (default empty) names its output folders
 #   torch     torchrun of scripts/reference/torch_reference.py for TORCH_MODES (default "fsdp ddp") on each of
 #             ZERO_CASES, TORCH_STEPS (12) timed after TORCH_WARMUP (4)

@@ -214,7 +214,10 @@ int run(const Flags& f) {
   // Each distinct attention of the model (Gemma 3's local and global layers, Mistral v0.1's band) on its own shape,
   // with the number of layers that take it.
   std::map<int64_t, int64_t> layers_by_window;
-  for (int64_t l = 0; l < L; ++l) ++layers_by_window[c.layer_window(l)];
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t window = c.layer_window(l);
+    ++layers_by_window[window > 0 && window < f.seq ? window : 0];  // a window as wide as the sequence: causal
+  }
   for (const auto& [window, layers] : layers_by_window) {
     AttentionShape s{f.batch, f.seq, c.n_head, c.n_kv_head, c.head_dim, window};
     s.softmax_scale = c.attention_softmax_scale();

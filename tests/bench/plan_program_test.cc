@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,35 @@ class PlanProgram : public ::testing::Test {
     return files;
   }
 
+  // Copies of every record file in `dir` with `change` applied to each record (named after the run's folder too: the
+  // two runs' files may share a name); the list, as records() gives it.
+  static std::string changed_records(const TempDir& dir, const std::string& prefix,
+                                     const std::function<void(Json&)>& change) {
+    std::string files;
+    std::istringstream listed(records());
+    for (std::string file; listed >> file;) {
+      Json records = read_json(file);
+      for (Json& record : records) change(record);
+      const fs::path copy = dir.path() / (prefix + "_" + fs::path(file).parent_path().filename().string() + "_" +
+                                          fs::path(file).filename().string());
+      std::ofstream(copy) << records.dump();
+      files.append(" ").append(copy.string());
+    }
+    return files;
+  }
+  // The cells of the table row that starts with `label`, trimmed (none where there is no such row).
+  static std::vector<std::string> row_cells(const std::string& output, const std::string& label) {
+    std::vector<std::string> cells;
+    const size_t row = output.find(label);
+    if (row == std::string::npos) return cells;
+    std::istringstream line(output.substr(row, output.find('\n', row) - row));
+    for (std::string cell; std::getline(line, cell, '|');) {
+      const size_t first = cell.find_first_not_of(' '), last = cell.find_last_not_of(' ');
+      cells.push_back(first == std::string::npos ? std::string() : cell.substr(first, last - first + 1));
+    }
+    return cells;
+  }
+
   static fs::path* dir_;
 };
 
@@ -112,15 +142,11 @@ TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
                           "called fitting"),
             std::string::npos)
       << r.output;
-  // One rank's step is its own basis: predicted as measured.
-  const size_t row = r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1");
-  ASSERT_NE(row, std::string::npos) << r.output;
-  // Configuration | Status | Step (measured) | Step (predicted) | Error | ...: the fifth cell.
-  std::istringstream cells(r.output.substr(row, r.output.find('\n', row) - row));
-  std::string cell;
-  for (int i = 0; i < 5; ++i) std::getline(cells, cell, '|');
-  EXPECT_EQ(cell.substr(cell.find_first_not_of(' '), cell.find_last_not_of(' ') - cell.find_first_not_of(' ') + 1),
-            "+0.0%");
+  // One rank's step is its own basis: predicted as measured (Configuration | Status | Step (measured) | Step
+  // (predicted) | Error | ...).
+  const std::vector<std::string> cells = row_cells(r.output, "1 GPU, stage 0, none, micro-batch 2 x 1");
+  ASSERT_GE(cells.size(), 5u) << r.output;
+  EXPECT_EQ(cells[4], "+0.0%");
   EXPECT_NE(r.output.find("step time: median error"), std::string::npos);
 }
 
@@ -128,30 +154,32 @@ TEST_F(PlanProgram, ValidatesEveryRecordWithTheMemoryToTheByte) {
 // median run: a one-rank basis, predicted as its first run measured, is then 50% under (the mean would give 77%).
 TEST_F(PlanProgram, ComparesRepeatsAtTheirMedianRun) {
   TempDir dir;
-  std::string files = records(), repeats;
+  std::string repeats;
   for (const double factor : {2.0, 10.0}) {
-    std::istringstream listed(files);
-    for (std::string file; listed >> file;) {
-      Json records = read_json(file);
-      for (Json& record : records)
-        if (record.at("status") == "ok") record["avg_step_time_ms"] = record.at("avg_step_time_ms").get<double>() * factor;
-      const fs::path copy = dir.path() / (std::to_string(int(factor)) + "x_" + fs::path(file).filename().string());
-      std::ofstream(copy) << records.dump();
-      repeats.append(" ").append(copy.string());
-    }
+    repeats += changed_records(dir, std::to_string(int(factor)) + "x", [&](Json& record) {
+      if (record.at("status") != "ok") return;
+      record["avg_step_time_ms"] = record.at("avg_step_time_ms").get<double>() * factor;
+    });
   }
-  const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + files + repeats);
+  const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + records() + repeats);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("11 configuration(s) predicted"), std::string::npos) << r.output;
-  const size_t row = r.output.find("1 GPU, stage 0, none, micro-batch 2 x 1");
-  ASSERT_NE(row, std::string::npos) << r.output;
-  std::vector<std::string> cells;
-  std::istringstream line(r.output.substr(row, r.output.find('\n', row) - row));
-  for (std::string cell; std::getline(line, cell, '|');)
-    cells.push_back(cell.substr(cell.find_first_not_of(' '), cell.find_last_not_of(' ') - cell.find_first_not_of(' ') + 1));
+  const std::vector<std::string> cells = row_cells(r.output, "1 GPU, stage 0, none, micro-batch 2 x 1");
   ASSERT_EQ(cells.size(), 9u) << r.output;
   EXPECT_EQ(cells[4], "-50.0%") << r.output;
   EXPECT_EQ(cells[8].substr(0, 3), "3 (") << "three runs and their range: " << r.output;
+}
+
+// Records that differ in what the label leaves out (here the sequence length) are not repeats: each keeps its row,
+// its label naming the length.
+TEST_F(PlanProgram, KeepsConfigurationsOfAnotherSequenceLengthApart) {
+  TempDir dir;
+  const std::string longer = changed_records(dir, "seq64", [](Json& record) { record["seq_length"] = 64; });
+  const ProgramResult r = run_program("plan", "--profile " + profile() + " --validate" + records() + longer);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("22 configuration(s) predicted"), std::string::npos) << r.output;
+  EXPECT_EQ(row_cells(r.output, "1 GPU, stage 0, none, micro-batch 2 x 1, seq 32 ").size(), 9u) << r.output;
+  EXPECT_EQ(row_cells(r.output, "1 GPU, stage 0, none, micro-batch 2 x 1, seq 64 ").size(), 9u) << r.output;
 }
 
 TEST_F(PlanProgram, PlansANodeAndWritesEveryConfigurationAndTheBestAsADeepSpeedConfig) {

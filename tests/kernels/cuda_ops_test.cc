@@ -689,6 +689,12 @@ TEST_P(CudnnAttention, HeadSize256) {
   int major = 0;
   ZB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   if (major < 9) GTEST_SKIP() << "cuDNN's backward takes head size 256 from Hopper on";
+#ifdef ZB_HAVE_CUDNN
+  if (cudnnGetVersion() < 90200) {  // (the windowed shape runs our kernels there: SlidingWindow)
+    expect_cudnn_ran(1, 1);
+    return;
+  }
+#endif
   expect_cudnn_ran(2, 2);
 }
 
