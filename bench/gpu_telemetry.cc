@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/percentile.h"
 #include "core/strings.h"
 
 namespace zb {
@@ -62,12 +63,6 @@ NvmlLibrary open_nvml() {
 const NvmlLibrary& nvml() {
   static const NvmlLibrary library = open_nvml();
   return library;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace

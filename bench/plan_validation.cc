@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/json_file.h"
+#include "bench/percentile.h"
 #include "bench/plan_search.h"
 #include "bench/text_table.h"
 #include "core/errors.h"
@@ -54,16 +55,10 @@ struct Summary {
   std::optional<double> median, worst;
 };
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 Summary summarise(std::vector<double> errors) {
   if (errors.empty()) return {};
   for (double& e : errors) e = std::abs(e);
-  return {median_of(errors), *std::max_element(errors.begin(), errors.end())};
+  return {median(errors), *std::max_element(errors.begin(), errors.end())};
 }
 
 bool same_configuration(const ValidationRow& a, const ValidationRow& b) {
@@ -92,11 +87,11 @@ std::vector<ValidationRow> merge_repeats(const std::vector<ValidationRow>& rows)
   }
   for (size_t i = 0; i < merged.size(); ++i) {
     if (!steps[i].empty()) {
-      merged[i].measured_ms = median_of(steps[i]);
+      merged[i].measured_ms = median(steps[i]);
       merged[i].fastest_ms = *std::min_element(steps[i].begin(), steps[i].end());
       merged[i].slowest_ms = *std::max_element(steps[i].begin(), steps[i].end());
     }
-    if (!peaks[i].empty()) merged[i].measured_peak_gb = median_of(peaks[i]);
+    if (!peaks[i].empty()) merged[i].measured_peak_gb = median(peaks[i]);
   }
   return merged;
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "bench/percentile.h"
 #include "comm/rank_agreement.h"
 #include "core/cuda_devices.h"
 
@@ -56,14 +57,6 @@ std::string limits_text(const GpuTelemetrySummary& t) {
 }
 
 }  // namespace
-
-double percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  const double position = fraction * double(values.size() - 1);
-  const size_t below = size_t(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  return values[below] + (position - double(below)) * (values[above] - values[below]);
-}
 
 double resident_set_bytes() {
   std::ifstream status("/proc/self/status");

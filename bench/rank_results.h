@@ -96,9 +96,6 @@ struct RankSpread {
 // Of one or more ranks (one rank: no spread).
 RankSpread rank_spread(const std::vector<RankResult>& ranks);
 
-// The value at `fraction` (0.5: the median) of non-empty `values`, interpolating linearly between neighbours.
-double percentile(std::vector<double> values, double fraction);
-
 // This process's resident set (VmRSS), in bytes; 0 where /proc cannot be read.
 double resident_set_bytes();
 

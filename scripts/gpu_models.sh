@@ -29,24 +29,28 @@ mistral_v01_config() {
 JSON
 }
 
+# run_gtest NAME: one test program of build-gpu/ (at most 400 s), its log in OUT, its passes counted and its failures
+# shown; fails where the program does.
+run_gtest() {
+  local rc=0
+  timeout 400 "build-gpu/bin/$1" > "$out/$1.log" 2>&1 || rc=1
+  echo "$1: $(grep -cE '^\[       OK' "$out/$1.log") passed"
+  grep -E "^\[  FAILED|Failure|Expected|which is|logits|gradient of" "$out/$1.log" | head -30
+  return $rc
+}
+
 run_check() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/environment.txt"
   build_gpu_tree "$out" cuda_ops_test cuda_training_test golden_test golden_gpu_test op_bench train zero_bench sweep
   local status=0
-  for t in cuda_ops_test cuda_training_test; do
-    timeout 400 build-gpu/bin/$t > "$out/$t.log" 2>&1 || status=1
-    echo "$t: $(grep -cE '^\[       OK' "$out/$t.log") passed"
-    grep -E "^\[  FAILED|Failure|Expected|which is" "$out/$t.log" | head -20
-  done
+  run_gtest cuda_ops_test || status=1
+  run_gtest cuda_training_test || status=1
   # (The golden tests below then check the files made here, which the call copies back to be committed.)
   python3 tests/reference/make_golden.py > "$out/golden.log" 2>&1 || status=1
   cat "$out/golden.log"
   cp tests/reference/golden_*.safetensors "$out/"
-  for t in golden_test golden_gpu_test; do
-    build-gpu/bin/$t > "$out/$t.log" 2>&1 || status=1
-    echo "$t: $(grep -cE '^\[       OK' "$out/$t.log") passed"
-    grep -E "^\[  FAILED|Failure|Expected|which is|logits|gradient of" "$out/$t.log" | head -30
-  done
+  run_gtest golden_test || status=1
+  run_gtest golden_gpu_test || status=1
   mistral_v01_config "$out/mistral-7b-v0.1.json"
   build-gpu/bin/op_bench --model gemma-3-1b --batch-size 8 --seq-length 2048 > "$out/op_bench_gemma.log" 2>&1
   build-gpu/bin/op_bench --model "$out/mistral-7b-v0.1.json" --batch-size 1 --seq-length 8192 \
